@@ -1,0 +1,177 @@
+package record
+
+import (
+	"fmt"
+	"time"
+)
+
+// Verdict names the outcome of an execution. The set is closed: clients
+// switch on these strings, so adding one is a protocol change.
+type Verdict string
+
+// The verdicts of SPEC §4, from best to worst.
+const (
+	// VerdictOK means the code ran to completion and exited 0.
+	VerdictOK Verdict = "ok"
+	// VerdictError means the code raised an exception or exited nonzero.
+	VerdictError Verdict = "error"
+	// VerdictRejected means the Python layer refused the code before running it.
+	VerdictRejected Verdict = "rejected"
+	// VerdictTimeout means the wall-clock deadline passed and the jail was killed.
+	VerdictTimeout Verdict = "timeout"
+	// VerdictCPULimit means the CPU-time limit was reached.
+	VerdictCPULimit Verdict = "cpu_limit"
+	// VerdictMemoryLimit means the memory limit was reached: an OOM kill in
+	// the cgroup, or a MemoryError raised at the address-space limit.
+	VerdictMemoryLimit Verdict = "memory_limit"
+	// VerdictOutputLimit means stdout or stderr exceeded its cap.
+	VerdictOutputLimit Verdict = "output_limit"
+	// VerdictInternalError means the sandbox itself failed; the code may not
+	// have run at all.
+	VerdictInternalError Verdict = "internal_error"
+)
+
+// Verdicts lists every verdict, for schemas and documentation.
+func Verdicts() []Verdict {
+	return []Verdict{
+		VerdictOK, VerdictError, VerdictRejected, VerdictTimeout, VerdictCPULimit,
+		VerdictMemoryLimit, VerdictOutputLimit, VerdictInternalError,
+	}
+}
+
+// Valid reports whether v is one of the defined verdicts.
+func (v Verdict) Valid() bool {
+	for _, w := range Verdicts() {
+		if v == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Profile names a policy profile of SPEC §3.
+type Profile string
+
+// The profiles of SPEC §3.
+const (
+	ProfileCalc      Profile = "calc"
+	ProfileWorkspace Profile = "workspace"
+	ProfileFull      Profile = "full"
+)
+
+// Request is one execution to run in a fresh jail.
+type Request struct {
+	// Profile selects the kernel limits and the Python layer.
+	Profile Profile
+	// Code is the Python source to run.
+	Code string
+	// Timeout is the wall-clock limit; zero means the profile's default. The
+	// caller's context deadline, if earlier, wins.
+	Timeout time.Duration
+	// MemoryBytes overrides the profile's memory limit when nonzero; it may
+	// only lower it below the configured maximum.
+	MemoryBytes int64
+	// Workspace is the host directory mounted read-write at WorkspaceMount,
+	// or "" for none. Profiles without a workspace ignore it.
+	Workspace string
+}
+
+// WorkspaceMount is where the workspace appears inside the jail; it is
+// also the working directory of code that has a workspace.
+const WorkspaceMount = "/sandbox/workspace"
+
+// Result is the typed record of one execution (SPEC §4). Its JSON form is
+// the `--json` output of `pyjail run` and the structured content of the MCP
+// run tools.
+type Result struct {
+	Verdict  Verdict `json:"verdict"`
+	Profile  Profile `json:"profile"`
+	ExitCode int     `json:"exit_code"`
+	// Signal is the name of the signal that killed the program ("SIGKILL"),
+	// or "" if it exited.
+	Signal string `json:"signal,omitempty"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// Value is the repr of the last expression statement, if the code ended
+	// with one and it was not None.
+	Value *string `json:"value,omitempty"`
+	// Truncated marks which streams were cut at the output cap.
+	Truncated Truncated `json:"truncated"`
+	// Message explains a non-ok verdict in plain words, e.g. "memory limit
+	// of 256 MiB exceeded (peak 256 MiB)".
+	Message string `json:"message,omitempty"`
+	// Rejections lists the Python-layer rules that refused the code.
+	Rejections []Rejection `json:"rejections,omitempty"`
+	// Exception is the exception type name when the code raised one.
+	Exception string `json:"exception,omitempty"`
+
+	WallMS          int64 `json:"wall_ms"`
+	CPUMS           int64 `json:"cpu_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+
+	// Files lists workspace changes; nil for runs without a workspace.
+	Files *FileChanges `json:"files,omitempty"`
+	// Images holds the PNG figures the code drew with matplotlib.
+	Images []Image `json:"images,omitempty"`
+	// Warm reports whether a pre-started jail served the request.
+	Warm bool `json:"warm"`
+}
+
+// Truncated flags the streams that were cut.
+type Truncated struct {
+	Stdout bool `json:"stdout"`
+	Stderr bool `json:"stderr"`
+	Value  bool `json:"value"`
+}
+
+// Rejection is one Python-layer rule violation found before execution.
+type Rejection struct {
+	// Rule is a stable ID such as "PJ001"; see policy for the table.
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+}
+
+// FileChanges lists what an execution did to its workspace.
+type FileChanges struct {
+	Created  []FileInfo `json:"created"`
+	Modified []FileInfo `json:"modified"`
+	Deleted  []FileInfo `json:"deleted"`
+}
+
+// FileInfo describes one workspace file, by path relative to the workspace.
+type FileInfo struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Image is a figure produced by the code, as PNG bytes in base64.
+type Image struct {
+	MIMEType string `json:"mime_type"`
+	Data     string `json:"data"`
+}
+
+// OK reports whether the verdict is ok.
+func (r *Result) OK() bool { return r.Verdict == VerdictOK }
+
+// FormatBytes renders n in the units that limits are configured in, e.g.
+// "256 MiB", for messages meant for people and models.
+func FormatBytes(n int64) string {
+	const (
+		kib = 1 << 10
+		mib = 1 << 20
+		gib = 1 << 30
+	)
+	switch {
+	case n >= gib && n%gib == 0:
+		return fmt.Sprintf("%d GiB", n/gib)
+	case n >= mib:
+		return fmt.Sprintf("%d MiB", (n+mib/2)/mib)
+	case n >= kib:
+		return fmt.Sprintf("%d KiB", (n+kib/2)/kib)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

@@ -1,0 +1,66 @@
+package policy
+
+// PythonLayer selects the in-process fence the runner puts around the code.
+type PythonLayer string
+
+// Python layers, one per profile of SPEC §3.
+const (
+	// LayerCalc: builtins whitelist, calculator modules in scope, import
+	// deny-list.
+	LayerCalc PythonLayer = "calc"
+	// LayerWorkspace: AST checker, import deny-list, open() confined to the
+	// workspace.
+	LayerWorkspace PythonLayer = "workspace"
+	// LayerNone: full Python; the kernel layer alone contains the code.
+	LayerNone PythonLayer = "none"
+)
+
+// Profile is one way of running code: limits, Python layer, workspace and
+// warm pool. The names are fixed by SPEC §3.
+type Profile struct {
+	Name   string      `json:"-"`
+	Python PythonLayer `json:"python"`
+	// Workspace mounts the workspace read-write at /sandbox/workspace and
+	// makes it the working directory.
+	Workspace bool   `json:"workspace"`
+	Limits    Limits `json:"limits"`
+	// Warm configures pre-started jails for this profile.
+	Warm Warm `json:"warm"`
+}
+
+// Warm configures the pool of pre-started single-use jails of a profile.
+type Warm struct {
+	// Size is the number of idle jails kept ready; 0 disables the pool.
+	Size int `json:"size"`
+	// Preload lists modules each idle jail imports before it waits.
+	Preload []string `json:"preload,omitempty"`
+	// Refill is how many jails are started in parallel when refilling.
+	Refill int `json:"refill"`
+	// MemoryBudgetBytes caps the memory charged to this profile's idle jails.
+	MemoryBudgetBytes int64 `json:"memory_budget_bytes"`
+}
+
+// Profile names of SPEC §3.
+const (
+	ProfileCalc      = "calc"
+	ProfileWorkspace = "workspace"
+	ProfileFull      = "full"
+)
+
+// DefaultProfiles returns the three profiles of SPEC §3 with default limits.
+func DefaultProfiles() map[string]Profile {
+	calcPreload := []string{"numpy", "pandas", "scipy", "sympy"}
+	return map[string]Profile{
+		ProfileCalc: {
+			Name: ProfileCalc, Python: LayerCalc, Limits: DefaultLimits(),
+			Warm: Warm{Size: 2, Preload: calcPreload, Refill: 1, MemoryBudgetBytes: 512 * MiB},
+		},
+		ProfileWorkspace: {
+			Name: ProfileWorkspace, Python: LayerWorkspace, Workspace: true, Limits: DefaultLimits(),
+			Warm: Warm{Size: 1, Preload: []string{"numpy", "pandas"}, Refill: 1, MemoryBudgetBytes: 256 * MiB},
+		},
+		ProfileFull: {
+			Name: ProfileFull, Python: LayerNone, Workspace: true, Limits: DefaultLimits(),
+		},
+	}
+}
