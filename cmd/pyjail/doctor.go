@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/policy"
+)
+
+func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg, err := common.loadConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyjail doctor: %v\n", err)
+		return exitUsage
+	}
+	rep := jail.Probe()
+	rootfsLayer := policy.Layer{Name: "rootfs", Required: true}
+	if layout, err := common.openRootfs(cfg); err != nil {
+		rootfsLayer.Detail = err.Error()
+		rootfsLayer.Fix = "apt-get install python3 python3-numpy python3-pandas python3-scipy python3-sympy, or run `pyjail rootfs build`"
+	} else {
+		rootfsLayer.Active = true
+		rootfsLayer.Detail = fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root)
+	}
+	rep.Layers = append(rep.Layers, rootfsLayer)
+	rep.Layers = append(rep.Layers, subIDLayer(cfg.IDMap))
+	missing := rep.Missing(cfg.AllowDegraded)
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			policy.HostReport
+			Missing []policy.Layer `json:"missing"`
+		}{rep, missing})
+	} else {
+		fmt.Fprintf(stdout, "pyjail %s on Linux %s, cgroup %s\n\n", version, rep.Kernel, rep.CgroupVersion)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LAYER\tSTATUS\tDETAIL\tFIX")
+		for _, l := range rep.Layers {
+			status := "ok"
+			switch {
+			case !l.Active && l.Required:
+				status = "MISSING"
+			case !l.Active:
+				status = "off (optional)"
+			}
+			fix := ""
+			if !l.Active {
+				fix = l.Fix
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, status, l.Detail, fix)
+		}
+		tw.Flush()
+		if len(missing) > 0 {
+			fmt.Fprintf(stdout, "\n%d required layer(s) missing: pyjail will refuse to run code.\n", len(missing))
+		} else {
+			fmt.Fprintln(stdout, "\nAll required layers are active.")
+		}
+	}
+	if len(missing) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// subIDLayer warns when the jail's host uid range overlaps a range that
+// /etc/subuid hands to a user: that user could then own the jail's files.
+func subIDLayer(m policy.IDMap) policy.Layer {
+	l := policy.Layer{Name: "uid_range", Required: false, Active: true,
+		Detail: fmt.Sprintf("jail uids map to host %d-%d; code runs as host uid %d", m.HostID, m.HostID+m.Size-1, m.SandboxHostID())}
+	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if owner, ok := policy.OverlappingSubID(string(b), m.HostID, m.Size); ok {
+			l.Active = false
+			l.Detail = fmt.Sprintf("%s gives %q ids that overlap the jail's range %d+%d", f, owner, m.HostID, m.Size)
+			l.Fix = "set id_map.host_id in the config to a range no user owns"
+		}
+	}
+	return l
+}

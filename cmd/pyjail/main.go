@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pyjail/pyjail/jail"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// The only init in the program: a jail's init is this binary re-executed,
+// and it must take over before flags are parsed or a server starts.
+func init() {
+	if jail.IsInit(os.Args) {
+		jail.Init()
+	}
+}
+
+const usage = `pyjail runs Python for LLMs in kernel-isolated jails.
+
+Usage:
+  pyjail serve  [--config FILE] [--workspace DIR] [--snapshots DIR] [--rootfs DIR]
+  pyjail run    [--profile calc|workspace|full] [--workspace DIR] [--timeout S] [--memory MiB] [--json] (-c CODE | FILE | -)
+  pyjail doctor [--config FILE] [--rootfs DIR] [--json]
+  pyjail rootfs build|verify|info [--dir DIR]
+  pyjail bench  [flags]
+  pyjail version
+
+Run "pyjail COMMAND -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches a command and returns the process exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, rest, stdin, stdout, stderr)
+	case "run":
+		return cmdRun(ctx, rest, stdin, stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, rest, stdout, stderr)
+	case "rootfs":
+		return cmdRootfs(ctx, rest, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, rest, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "pyjail %s\n", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "pyjail: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}
+
+// newLogger returns the structured logger every command uses: text on
+// stderr, because stdout belongs to the protocol or the program.
+func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("parsing log level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv})), nil
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/rootfs"
+)
+
+// commonFlags are shared by the commands that build jails.
+type commonFlags struct {
+	config   string
+	rootfs   string
+	logLevel string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "configuration file (JSON); built-in defaults without it")
+	fs.StringVar(&c.rootfs, "rootfs", "", `Python rootfs directory, or "host" (default: the built rootfs if present, else host)`)
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func (c *commonFlags) loadConfig() (policy.Config, error) {
+	if c.config == "" {
+		return policy.Default(), nil
+	}
+	b, err := os.ReadFile(c.config)
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := policy.Load(b)
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("loading %q: %w", c.config, err)
+	}
+	return cfg, nil
+}
+
+// openRootfs picks the rootfs: an explicit --rootfs, else the built one
+// at the default location, else the host rootfs. A built rootfs that fails
+// verification is refused, never silently replaced by the host one.
+func (c *commonFlags) openRootfs(cfg policy.Config) (*rootfs.Layout, error) {
+	switch c.rootfs {
+	case "host":
+		return rootfs.PrepareHost(filepath.Join(cfg.StateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
+	case "":
+		dir := rootfs.DefaultDir()
+		if _, err := os.Stat(dir); err == nil {
+			return rootfs.OpenDebian(dir)
+		}
+		return rootfs.PrepareHost(filepath.Join(cfg.StateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
+	default:
+		return rootfs.OpenDebian(c.rootfs)
+	}
+}
+
+// newJail loads the config, the rootfs and the jail, logging every seccomp
+// relaxation so operators see what the policy gives away.
+func (c *commonFlags) newJail(ctx context.Context, log *slog.Logger) (*jail.Jail, policy.Config, *rootfs.Layout, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	layout, err := c.openRootfs(cfg)
+	if err != nil {
+		return nil, cfg, nil, fmt.Errorf("opening rootfs: %w", err)
+	}
+	for _, w := range policy.SeccompWarnings(cfg.Seccomp) {
+		log.Info("seccomp relaxation", "relaxation", w)
+	}
+	j, err := jail.New(ctx, jail.Config{Policy: cfg, Rootfs: layout, Logger: log})
+	if err != nil {
+		if errors.Is(err, jail.ErrNotRoot) || errors.Is(err, jail.ErrLayerMissing) {
+			err = fmt.Errorf("%w\nrun `pyjail doctor` for details", err)
+		}
+		return nil, cfg, layout, err
+	}
+	return j, cfg, layout, nil
+}

@@ -1,0 +1,642 @@
+//go:build linux && cgo
+
+package jail
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/seccomp"
+	"golang.org/x/sys/unix"
+
+	// Device rules in Resources need the devices controller registered.
+	_ "github.com/opencontainers/cgroups/devices"
+	// The cgo constructor that runs before the Go runtime in `init`.
+	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+
+	"github.com/pyjail/pyjail/jail/pyrunner"
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/rootfs"
+)
+
+// Log attribute keys.
+const (
+	logKeyID      = "jail_id"
+	logKeyProfile = "profile"
+	logKeyVerdict = "verdict"
+	logKeyWallMS  = "wall_ms"
+)
+
+// Timing constants.
+const (
+	// waitDelay bounds how long Run waits for output pipes to drain after
+	// the jail's init has exited, as exec.Cmd.WaitDelay does.
+	waitDelay = 2 * time.Second
+	// bootTimeout bounds how long a runner may take to start and preload.
+	bootTimeout = 60 * time.Second
+)
+
+// Config configures a Jail.
+type Config struct {
+	Policy policy.Config
+	Rootfs *rootfs.Layout
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Jail runs executions in fresh containers. It is safe for concurrent use:
+// every Run builds, uses and destroys its own container. Create one with
+// New; it holds no resources between runs, so it needs no Close.
+type Jail struct {
+	cfg           Config
+	log           *slog.Logger
+	host          policy.HostReport
+	containersDir string
+	runnerDir     string
+	seccomp       *configs.Seccomp
+	slots         chan struct{}
+}
+
+// New prepares a Jail: it checks the host, writes the runner, compiles the
+// seccomp policy and sweeps leftovers of a crashed server.
+func New(ctx context.Context, cfg Config) (*Jail, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Rootfs == nil {
+		return nil, errors.New("jail config has no rootfs")
+	}
+	if !seccomp.Enabled {
+		return nil, ErrSeccompUnavailable
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	j := &Jail{
+		cfg:           cfg,
+		log:           log,
+		host:          Probe(),
+		containersDir: filepath.Join(cfg.Policy.StateDir, "containers"),
+		slots:         make(chan struct{}, cfg.Policy.MaxConcurrent),
+	}
+	if missing := j.host.Missing(cfg.Policy.AllowDegraded); len(missing) > 0 {
+		return nil, missingError(missing)
+	}
+	sc, err := toLibcontainerSeccomp(policy.SeccompFilter(cfg.Policy.Seccomp))
+	if err != nil {
+		return nil, fmt.Errorf("converting seccomp policy: %w", err)
+	}
+	j.seccomp = sc
+	if err := os.MkdirAll(j.containersDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state dir %q: %w", j.containersDir, err)
+	}
+	if j.runnerDir, err = installRunner(cfg.Policy.StateDir); err != nil {
+		return nil, err
+	}
+	if err := j.sweep(ctx); err != nil {
+		// A failed sweep is logged, not fatal: new jails use fresh IDs.
+		log.Warn("sweeping leftovers", "err", err)
+	}
+	return j, nil
+}
+
+// Host returns what probing the host found when the Jail was created.
+func (j *Jail) Host() policy.HostReport { return j.host }
+
+func missingError(missing []policy.Layer) error {
+	errs := make([]error, 0, len(missing))
+	for _, l := range missing {
+		errs = append(errs, fmt.Errorf("%w: %s (%s); fix: %s", ErrLayerMissing, l.Name, l.Detail, l.Fix))
+	}
+	return errors.Join(errs...)
+}
+
+// installRunner writes the embedded runner into a content-addressed,
+// root-owned directory that jails bind-mount read-only.
+func installRunner(stateDir string) (string, error) {
+	sum := sha256.Sum256(pyrunner.Source)
+	dir := filepath.Join(stateDir, "runner-"+hex.EncodeToString(sum[:8]))
+	target := filepath.Join(dir, pyrunner.FileName)
+	if b, err := os.ReadFile(target); err == nil && string(b) == string(pyrunner.Source) {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(stateDir, ".runner-")
+	if err != nil {
+		return "", fmt.Errorf("installing runner: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, pyrunner.FileName), pyrunner.Source, 0o444); err != nil {
+		return "", fmt.Errorf("writing runner: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("chmod runner dir: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(target); statErr == nil {
+			return dir, nil // another process installed the same content
+		}
+		return "", fmt.Errorf("installing runner %q: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// Run executes req in a fresh jail and returns its record. Outcomes of the
+// code (errors, timeouts, limit kills) are in the Result with a nil error.
+// A non-nil error means the sandbox failed, or ctx ended first; then the
+// error wraps ctx.Err() and the jail has been destroyed.
+func (j *Jail) Run(ctx context.Context, req record.Request) (*record.Result, error) {
+	return j.run(ctx, req, nil)
+}
+
+// run is Run with an optional source of pre-started jails: take returns a
+// warm instance for the request, or nil to start a cold one.
+func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Profile, record.Request) *instance) (*record.Result, error) {
+	prof, err := j.cfg.Policy.Profile(string(req.Profile))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(req.Code)) > prof.Limits.CodeBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %s", ErrCodeTooLarge, len(req.Code), record.FormatBytes(prof.Limits.CodeBytes))
+	}
+	select {
+	case j.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free jail slot: %w", ctx.Err())
+	}
+	defer func() { <-j.slots }()
+
+	timeout, _ := prof.Limits.ClampTimeout(req.Timeout)
+	var inst *instance
+	if take != nil {
+		inst = take(prof, req)
+	}
+	warm := inst != nil
+	if !warm {
+		if inst, err = j.start(ctx, prof, req, timeout, nil); err != nil {
+			return nil, err
+		}
+	}
+	defer inst.destroy()
+	res, err := inst.exec(ctx, req.Code, timeout)
+	if res != nil {
+		res.Warm = warm
+	}
+	return res, err
+}
+
+// instance is one started container whose runner waits for its code. It
+// serves exactly one exec and is then destroyed.
+type instance struct {
+	j        *Jail
+	id       string
+	profile  policy.Profile
+	c        *libcontainer.Container
+	proc     *libcontainer.Process
+	ctlIn    *os.File      // supervisor's end of the runner's fd 3
+	messages chan message  // lines from the runner's fd 4
+	exited   chan waitDone // closed after init's exit status is known
+	stdout   *cappedBuffer
+	stderr   *cappedBuffer
+	drained  sync.WaitGroup
+	flooded  chan struct{}
+	floodOne sync.Once
+	ws       string // host path of the mounted workspace, or ""
+	wsIno    uint64 // its inode when mounted: a restore swaps the directory
+	before   treeSnapshot
+	landlock string
+	created  time.Time
+	// cpuAtReady is the cgroup's CPU time when the runner became ready, so
+	// a warm jail's boot is not charged to the code.
+	cpuAtReady uint64
+	// idleBytes is the memory the jail held while idle in a pool.
+	idleBytes  int64
+	destroyOne sync.Once
+}
+
+type message struct {
+	msg pyrunner.Message
+	err error
+}
+
+type waitDone struct {
+	state *os.ProcessState
+	err   error
+}
+
+// newID names a container after its owner process, so that a sweep by
+// another pyjail process never touches the jails of a live one.
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("pj-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// start creates a container for prof and boots its runner up to "ready".
+// On error nothing is left behind.
+func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Request, timeout time.Duration, preload []string) (_ *instance, retErr error) {
+	inst := &instance{
+		j: j, id: newID(), profile: prof,
+		messages: make(chan message, 2),
+		exited:   make(chan waitDone, 1),
+		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		flooded:  make(chan struct{}),
+		created:  time.Now(),
+	}
+	var cleanups []func()
+	defer func() {
+		if retErr != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+
+	if prof.Workspace && req.Workspace != "" {
+		ws, ino, err := checkWorkspace(req.Workspace)
+		if err != nil {
+			return nil, err
+		}
+		inst.ws, inst.wsIno = ws, ino
+	}
+	cfg, err := j.buildConfig(containerSpec{id: inst.id, profile: prof, workspace: inst.ws, timeout: timeout, memory: req.MemoryBytes})
+	if err != nil {
+		return nil, err
+	}
+	c, err := libcontainer.Create(j.containersDir, inst.id, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating container %q: %w", inst.id, err)
+	}
+	inst.c = c
+	cleanups = append(cleanups, func() { _ = c.Destroy() })
+
+	// Pipes: stdout, stderr, control in (fd 3), control out (fd 4).
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("creating stderr pipe: %w", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, fmt.Errorf("creating control pipe: %w", err)
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("creating control pipe: %w", err)
+	}
+	childEnds := []*os.File{outW, errW, inR, ctlW}
+	closeChildEnds := func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+	}
+	inst.ctlIn = inW
+	cleanups = append(cleanups, func() { inW.Close(); outR.Close(); errR.Close(); ctlR.Close() })
+
+	cwd := "/tmp"
+	if inst.ws != "" {
+		cwd = record.WorkspaceMount
+	}
+	ids := j.cfg.Policy.IDMap
+	proc := &libcontainer.Process{
+		Args:       runnerArgs(j.cfg.Rootfs.Python),
+		Env:        runnerEnv(prof),
+		UID:        int(ids.SandboxID),
+		GID:        int(ids.SandboxID),
+		Cwd:        cwd,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: []*os.File{inR, ctlW},
+		Init:       true,
+	}
+	inst.proc = proc
+	if err := c.Run(proc); err != nil {
+		closeChildEnds()
+		return nil, fmt.Errorf("starting runner in %q: %w", inst.id, err)
+	}
+	closeChildEnds()
+	j.log.Debug("container started", logKeyID, inst.id, "start_ms", time.Since(inst.created).Milliseconds())
+	cleanups = append(cleanups, func() { _ = c.Signal(unix.SIGKILL); <-inst.exited })
+
+	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
+	floodLimit := prof.Limits.OutputBytes * floodFactor
+	inst.drained.Add(2)
+	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
+	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+	go func() {
+		st, err := proc.Wait()
+		inst.exited <- waitDone{st, err}
+		close(inst.exited)
+	}()
+	go readMessages(ctlR, inst.messages)
+
+	boot := pyrunner.Boot{
+		Layer:             string(prof.Python),
+		Preload:           preload,
+		AddressSpaceBytes: cfg.Cgroups.Resources.Memory,
+		ValueBytes:        64 << 10,
+		ImageBytes:        4 << 20,
+		Landlock:          j.cfg.Policy.Seccomp.Landlock && j.host.LandlockABI > 0,
+		Policy:            policy.PythonPolicy(prof.Python),
+	}
+	if inst.ws != "" {
+		boot.Workspace = record.WorkspaceMount
+	}
+	if err := writeJSONLine(inW, boot); err != nil {
+		return nil, fmt.Errorf("sending boot to %q: %w", inst.id, err)
+	}
+	bootCtx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
+	select {
+	case m := <-inst.messages:
+		if m.err != nil || m.msg.Type != "ready" {
+			return nil, inst.bootFailure(m)
+		}
+		inst.landlock = m.msg.Landlock
+	case <-bootCtx.Done():
+		return nil, fmt.Errorf("booting runner in %q: %w", inst.id, bootCtx.Err())
+	}
+	inst.cpuAtReady = inst.cpuUsage()
+	j.log.Debug("jail ready", logKeyID, inst.id, "boot_ms", time.Since(inst.created).Milliseconds(),
+		"landlock", inst.landlock)
+	return inst, nil
+}
+
+// bootFailure explains a runner that died or misbehaved before "ready".
+func (inst *instance) bootFailure(m message) error {
+	_ = inst.c.Signal(unix.SIGKILL)
+	inst.drained.Wait()
+	detail := inst.stderr.String()
+	if len(detail) > 2000 {
+		detail = detail[len(detail)-2000:]
+	}
+	if m.err != nil {
+		return fmt.Errorf("runner in %q failed to boot: %w; stderr: %s", inst.id, m.err, detail)
+	}
+	return fmt.Errorf("runner in %q sent %q before ready; stderr: %s", inst.id, m.msg.Type, detail)
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// readMessages decodes the runner's control lines. Lines are capped so a
+// compromised runner cannot make the supervisor buffer without bound.
+func readMessages(r *os.File, out chan<- message) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m pyrunner.Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			out <- message{err: fmt.Errorf("decoding runner message: %w", err)}
+			return
+		}
+		select {
+		case out <- message{msg: m}:
+		default:
+			// More than ready+reply: the runner is not following the
+			// protocol; drop the surplus rather than block.
+		}
+	}
+	if err := sc.Err(); err != nil {
+		out <- message{err: fmt.Errorf("reading runner messages: %w", err)}
+		return
+	}
+	out <- message{err: io.EOF}
+}
+
+// exec sends the code, enforces the deadline and builds the result.
+func (inst *instance) exec(ctx context.Context, code string, timeout time.Duration) (*record.Result, error) {
+	if inst.ws != "" {
+		// Done now, not at boot: a warm jail may have waited while the
+		// workspace changed.
+		if err := inst.j.chownWorkspace(inst.ws); err != nil {
+			return nil, err
+		}
+		before, err := scanTree(inst.ws)
+		if err != nil {
+			return nil, fmt.Errorf("scanning workspace %q: %w", inst.ws, err)
+		}
+		inst.before = before
+	}
+	start := time.Now()
+	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code}); err != nil {
+		return nil, fmt.Errorf("sending code to %q: %w", inst.id, err)
+	}
+	inst.ctlIn.Close()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var (
+		done     waitDone
+		timedOut bool
+		flooded  bool
+		ctxErr   error
+	)
+	select {
+	case done = <-inst.exited:
+	case <-timer.C:
+		timedOut = true
+	case <-inst.flooded:
+		flooded = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if timedOut || flooded || ctxErr != nil {
+		// SIGKILL to the pid namespace's init kills every process in it.
+		_ = inst.c.Signal(unix.SIGKILL)
+		done = <-inst.exited
+	}
+	wall := time.Since(start)
+	inst.drainOutput()
+	if ctxErr != nil {
+		return nil, fmt.Errorf("running %q: %w", inst.id, ctxErr)
+	}
+
+	res := &record.Result{
+		Profile: record.Profile(inst.profile.Name),
+		Stdout:  inst.stdout.String(),
+		Stderr:  inst.stderr.String(),
+		WallMS:  wall.Milliseconds(),
+		Truncated: record.Truncated{
+			Stdout: inst.stdout.Truncated(),
+			Stderr: inst.stderr.Truncated(),
+		},
+	}
+	exitCode, sig := exitStatus(done.state)
+	res.ExitCode, res.Signal = exitCode, sig
+
+	reply := inst.awaitReply()
+	counters := inst.readCounters()
+	res.CPUMS = int64(counters.cpuNS-min(counters.cpuNS, inst.cpuAtReady)) / 1e6
+	res.PeakMemoryBytes = int64(counters.peakBytes)
+	if inst.ws != "" {
+		changes, err := diffTree(inst.ws, inst.before)
+		if err != nil {
+			inst.j.log.Warn("scanning workspace changes", logKeyID, inst.id, "err", err)
+		} else {
+			res.Files = &changes
+		}
+	}
+	limits := inst.profile.Limits
+	classify(res, classifyInput{
+		reply: reply, timedOut: timedOut, flooded: flooded, timeout: timeout,
+		oomKills: counters.oomKills, memoryLimit: counters.memoryLimit,
+		cpuLimit: limits.EffectiveCPUTime(timeout), outputLimit: limits.OutputBytes,
+	})
+	inst.j.log.Info("run finished", logKeyID, inst.id, logKeyProfile, inst.profile.Name,
+		logKeyVerdict, string(res.Verdict), logKeyWallMS, res.WallMS)
+	return res, nil
+}
+
+// awaitReply returns the runner's reply once its control pipe is closed.
+// Every process of the jail is dead by now, so EOF comes at once; the
+// bound only guards against a kernel that keeps a pipe open.
+func (inst *instance) awaitReply() *pyrunner.Reply {
+	var reply *pyrunner.Reply
+	timeout := time.After(waitDelay)
+	for {
+		select {
+		case m := <-inst.messages:
+			if m.err != nil {
+				return reply
+			}
+			if m.msg.Type == "reply" && reply == nil {
+				reply = m.msg.Reply
+			}
+		case <-timeout:
+			return reply
+		}
+	}
+}
+
+// drainOutput waits for the output pipes to reach EOF, but at most
+// waitDelay: a process that escaped the kill must not hang the server.
+func (inst *instance) drainOutput() {
+	ch := make(chan struct{})
+	go func() { inst.drained.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(waitDelay):
+		inst.j.log.Warn("output pipes still open after exit", logKeyID, inst.id)
+	}
+}
+
+// dead reports whether the runner has already exited (an idle jail that
+// died cannot serve a request).
+func (inst *instance) dead() bool {
+	select {
+	case <-inst.exited:
+		// destroy still works: a drained, closed channel never blocks.
+		return true
+	default:
+		return false
+	}
+}
+
+// destroy kills whatever is left and removes the container, its cgroups
+// and its state directory. It is idempotent.
+func (inst *instance) destroy() {
+	inst.destroyOne.Do(func() {
+		_ = inst.c.Signal(unix.SIGKILL)
+		select {
+		case <-inst.exited:
+		case <-time.After(waitDelay):
+		}
+		inst.ctlIn.Close()
+		if err := inst.c.Destroy(); err != nil {
+			inst.j.log.Warn("destroying container", logKeyID, inst.id, "err", err)
+		}
+	})
+}
+
+func exitStatus(st *os.ProcessState) (code int, signal string) {
+	if st == nil {
+		return -1, ""
+	}
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if !ok {
+		return st.ExitCode(), ""
+	}
+	if ws.Signaled() {
+		return -1, unix.SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}
+
+// checkWorkspace resolves the workspace directory and returns its inode,
+// without following a symlink at its last component.
+func checkWorkspace(dir string) (string, uint64, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", 0, fmt.Errorf("resolving workspace %q: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return "", 0, fmt.Errorf("opening workspace %q: %w", abs, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", 0, fmt.Errorf("workspace %q is not a directory", abs)
+	}
+	return abs, st.Ino, nil
+}
+
+// chownWorkspace gives the workspace to the sandbox user: code inside runs
+// as an unprivileged host uid and must be able to write. Files written by
+// the MCP tools or restored from snapshots belong to root until then. It
+// never follows a symlink.
+func (j *Jail) chownWorkspace(abs string) error {
+	uid := int(j.cfg.Policy.IDMap.SandboxHostID())
+	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+	if err != nil {
+		return fmt.Errorf("chowning workspace %q: %w", abs, err)
+	}
+	return nil
+}

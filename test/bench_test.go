@@ -1,0 +1,39 @@
+package integration
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// BenchmarkCold measures create+run+destroy of a fresh jail against bare
+// /usr/bin/python3 in the same run, so the ratio is comparable on a noisy
+// machine. Report with: go test -tags seccomp -run '^$' -bench Cold ./test/
+func BenchmarkCold(b *testing.B) {
+	for _, tc := range []struct{ name, code string }{
+		{"pass", "pass"},
+		{"numpy", "import numpy"},
+	} {
+		b.Run("bare/"+tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if out, err := exec.Command("/usr/bin/python3", "-c", tc.code).CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+			}
+		})
+		for _, profile := range []string{policy.ProfileFull, policy.ProfileCalc} {
+			b.Run(profile+"/"+tc.name, func(b *testing.B) {
+				e := sharedEnv(b)
+				for b.Loop() {
+					res, err := e.jail.Run(b.Context(), record.Request{Profile: record.Profile(profile), Code: tc.code, Timeout: 30 * time.Second})
+					if err != nil || res.Verdict != record.VerdictOK {
+						b.Fatalf("err=%v res=%+v", err, res)
+					}
+				}
+			})
+		}
+	}
+}

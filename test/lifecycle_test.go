@@ -1,0 +1,199 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// TestManyRunsLeaveNothing runs a mix of outcomes and then checks that no
+// process, cgroup, mount, state dir, file descriptor or goroutine is left.
+func TestManyRunsLeaveNothing(t *testing.T) {
+	e := sharedEnv(t)
+	leakCheck(t, e)
+	fdsBefore := countFDs(t)
+	cases := []struct {
+		code    string
+		verdict record.Verdict
+		timeout time.Duration
+	}{
+		{"print(1)", record.VerdictOK, 0},
+		{"raise ValueError('x')", record.VerdictError, 0},
+		{"while True: pass", record.VerdictTimeout, 500 * time.Millisecond},
+		{"x = []\nwhile True: x.append(bytearray(16 << 20))", record.VerdictMemoryLimit, 10 * time.Second},
+		{"import os\nos._exit(3)", record.VerdictError, 0},
+	}
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	for i := range n {
+		c := cases[i%len(cases)]
+		res := e.run(t, policy.ProfileFull, c.code, withTimeout(c.timeout))
+		if res.Verdict != c.verdict {
+			t.Fatalf("run %d (%q): verdict %s, want %s\n%s", i, firstLine(c.code), res.Verdict, c.verdict, describe(res))
+		}
+	}
+	assertNoSandboxProcesses(t, e)
+	if left := leftovers(e); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	if after := countFDs(t); after > fdsBefore+2 {
+		t.Errorf("open file descriptors: %d before, %d after", fdsBefore, after)
+	}
+}
+
+// TestConcurrentRuns runs 8 jails at once and checks every answer.
+func TestConcurrentRuns(t *testing.T) {
+	e := sharedEnv(t)
+	leakCheck(t, e)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			res, err := e.jail.Run(t.Context(), record.Request{
+				Profile: policy.ProfileFull,
+				Code:    fmt.Sprintf("import numpy as np\nprint(int(np.arange(%d).sum()))", 1000+i),
+				Timeout: 30 * time.Second,
+			})
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			want := fmt.Sprint((1000 + i) * (999 + i) / 2)
+			if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != want {
+				errs <- fmt.Sprintf("run %d: want %s\n%s", i, want, describe(res))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestCallerCancellation checks that a cancelled context kills the jail
+// and that the error wraps the context's error.
+func TestCallerCancellation(t *testing.T) {
+	e := sharedEnv(t)
+	leakCheck(t, e)
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	_, err := e.jail.Run(ctx, record.Request{Profile: policy.ProfileFull, Code: "import time\ntime.sleep(60)", Timeout: 60 * time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want one wrapping context.DeadlineExceeded", err)
+	}
+	assertNoSandboxProcesses(t, e)
+}
+
+// TestKilledServerLeavesNoJail kills a `pyjail run` with SIGKILL while its
+// code sleeps: the jail must die with it (PR_SET_PDEATHSIG in pid 1), and
+// the next server's startup sweep must remove its container and cgroup.
+func TestKilledServerLeavesNoJail(t *testing.T) {
+	e := sharedEnv(t)
+	bin := pyjailBinary(t)
+	cfgFile := filepath.Join(t.TempDir(), "config.json")
+	stateDir := "/run/pyjail-test-killed"
+	cfgJSON := fmt.Sprintf(`{"state_dir": %q, "cgroup_parent": "/pyjail-test-killed"}`, stateDir)
+	if err := os.WriteFile(cfgFile, []byte(cfgJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", cfgFile, "--rootfs", "host", "--timeout", "60", "-c", "import time\nprint('started', flush=True)\ntime.sleep(60)")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the jail's code runs: its container dir exists.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, _ := os.ReadDir(filepath.Join(stateDir, "containers"))
+		if len(ents) > 0 {
+			time.Sleep(300 * time.Millisecond)
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("jail never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = stdout
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	assertNoSandboxProcesses(t, e)
+
+	// A new jail with the same state dir sweeps the leftovers.
+	cfg := e.cfg
+	cfg.StateDir = stateDir
+	cfg.CgroupParent = "/pyjail-test-killed"
+	if _, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout}); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(stateDir, "containers"))
+	if len(ents) != 0 {
+		t.Errorf("container state left after the sweep: %v", ents)
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/pyjail-test-killed/pj-*")
+	if len(cg) != 0 {
+		t.Errorf("cgroups left after the sweep: %v", cg)
+	}
+}
+
+// pyjailBinary builds the pyjail command once per test binary.
+func pyjailBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if p := os.Getenv("PYJAIL_BIN"); p != "" {
+			binPath = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "pyjail-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "pyjail")
+		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", binPath, "../cmd/pyjail")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("building pyjail: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}

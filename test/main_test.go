@@ -1,0 +1,199 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/rootfs"
+)
+
+func TestMain(m *testing.M) {
+	// The jail's init is this test binary re-executed.
+	if jail.IsInit(os.Args) {
+		jail.Init()
+	}
+	os.Exit(m.Run())
+}
+
+// requireRoot skips a test that needs root and namespaces, or fails it
+// when PYJAIL_TEST_MUST_RUN=1 says this machine must run it.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	reason := ""
+	switch {
+	case testing.Short():
+		reason = "skipped under -short: needs root, namespaces and cgroups"
+	case os.Geteuid() != 0:
+		reason = "needs root to build jails (run as root, or in the Vagrant VM)"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("PYJAIL_TEST_MUST_RUN") == "1" {
+		t.Fatalf("PYJAIL_TEST_MUST_RUN=1 but %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// testEnv is one jail configuration shared by the tests of a run. Jails
+// are cheap to create but the host rootfs is shared on disk.
+type testEnv struct {
+	jail   *jail.Jail
+	cfg    policy.Config
+	layout *rootfs.Layout
+}
+
+var (
+	envOnce sync.Once
+	envVal  *testEnv
+	envErr  error
+)
+
+// rootfsKind selects the rootfs the integration tests use: "host" (the
+// default) or a directory holding a built rootfs (PYJAIL_TEST_ROOTFS).
+func testRootfs(cfg policy.Config) (*rootfs.Layout, error) {
+	if dir := os.Getenv("PYJAIL_TEST_ROOTFS"); dir != "" && dir != "host" {
+		return rootfs.OpenDebian(dir)
+	}
+	return rootfs.PrepareHost(filepath.Join(cfg.StateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
+}
+
+// sharedEnv returns the jail all tests use, built once. The state dir and
+// cgroup parent are test-specific so tests never touch a running server.
+func sharedEnv(t testing.TB) *testEnv {
+	t.Helper()
+	requireRoot(t)
+	envOnce.Do(func() {
+		cfg := policy.Default()
+		cfg.StateDir = "/run/pyjail-test"
+		cfg.CgroupParent = "/pyjail-test"
+		cfg.MaxConcurrent = 8
+		layout, err := testRootfs(cfg)
+		if err != nil {
+			envErr = err
+			return
+		}
+		j, err := jail.New(context.Background(), jail.Config{Policy: cfg, Rootfs: layout})
+		if err != nil {
+			envErr = err
+			return
+		}
+		envVal = &testEnv{jail: j, cfg: cfg, layout: layout}
+	})
+	if envErr != nil {
+		t.Fatalf("creating jail: %v", envErr)
+	}
+	return envVal
+}
+
+// run executes code in profile and fails the test on a sandbox error.
+func (e *testEnv) run(t *testing.T, profile, code string, opts ...func(*record.Request)) *record.Result {
+	t.Helper()
+	req := record.Request{Profile: record.Profile(profile), Code: code}
+	for _, o := range opts {
+		o(&req)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	res, err := e.jail.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run(%q): %v", firstLine(code), err)
+	}
+	return res
+}
+
+func withTimeout(d time.Duration) func(*record.Request) {
+	return func(r *record.Request) { r.Timeout = d }
+}
+
+func withWorkspace(dir string) func(*record.Request) {
+	return func(r *record.Request) { r.Workspace = dir }
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
+
+// describe renders a result for failure messages.
+func describe(r *record.Result) string {
+	v := ""
+	if r.Value != nil {
+		v = *r.Value
+	}
+	return fmt.Sprintf("verdict=%s exit=%d signal=%s msg=%q value=%q\nstdout=%q\nstderr=%q",
+		r.Verdict, r.ExitCode, r.Signal, r.Message, v, clip(r.Stdout), clip(r.Stderr))
+}
+
+func clip(s string) string {
+	if len(s) > 1500 {
+		return s[:700] + " …… " + s[len(s)-700:]
+	}
+	return s
+}
+
+// leakCheck fails the test if, once it ends, the jail left goroutines,
+// containers, cgroups or mounts behind.
+func leakCheck(t *testing.T, e *testEnv) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			left := leftovers(e)
+			g := runtime.NumGoroutine()
+			if len(left) == 0 && g <= before+2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				if len(left) > 0 {
+					t.Errorf("left behind after the test: %v", left)
+				}
+				if g > before+2 {
+					buf := make([]byte, 1<<20)
+					n := runtime.Stack(buf, true)
+					t.Errorf("goroutines: %d before, %d after\n%s", before, g, buf[:n])
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// leftovers lists container state dirs, jail cgroups and jail mounts that
+// exist right now.
+func leftovers(e *testEnv) []string {
+	var out []string
+	if ents, err := os.ReadDir(filepath.Join(e.cfg.StateDir, "containers")); err == nil {
+		for _, ent := range ents {
+			out = append(out, "state:"+ent.Name())
+		}
+	}
+	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", e.cfg.CgroupParent, "pj-*"))
+	cg2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", e.cfg.CgroupParent, "pj-*"))
+	for _, c := range append(cg, cg2...) {
+		out = append(out, "cgroup:"+c)
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, e.cfg.StateDir+"/containers") {
+				out = append(out, "mount:"+line)
+			}
+		}
+	}
+	return out
+}

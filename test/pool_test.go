@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// newPool builds a pool with its own state dir and cgroup parent, sized
+// by the caller, and closes it when the test ends.
+func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool, *testEnv) {
+	t.Helper()
+	e := sharedEnv(t)
+	cfg := e.cfg
+	profiles := map[string]policy.Profile{}
+	for name, p := range cfg.Profiles {
+		p.Warm = policy.Warm{}
+		profiles[name] = p
+	}
+	full := profiles[policy.ProfileFull]
+	full.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}
+	profiles[policy.ProfileFull] = full
+	cfg.Profiles = profiles
+	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := jail.NewPool(j, "")
+	t.Cleanup(func() {
+		p.Close()
+		if left := leftovers(e); len(left) > 0 {
+			t.Errorf("left behind after Close: %v", left)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p, e
+}
+
+func poolRun(t *testing.T, p *jail.Pool, code string) *record.Result {
+	t.Helper()
+	res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: code, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestPoolIsolatesConsecutiveRuns plants state of every kind in one warm
+// jail and looks for it from the next: nothing may carry over.
+func TestPoolIsolatesConsecutiveRuns(t *testing.T) {
+	p, _ := newPool(t, 2, []string{"json"}, 0)
+	plant := `
+import builtins, json, os, subprocess, threading, time, sys
+builtins.PLANTED = 1
+json.dumps = lambda *a, **k: "patched"
+sys.modules["planted_module"] = type(sys)("planted_module")
+open("/tmp/planted", "w").write("x")
+open("/dev/shm/planted", "w").write("x")
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+subprocess.Popen(["sleep", "60"])
+print("planted", os.getpid())
+`
+	res := poolRun(t, p, plant)
+	if res.Verdict != record.VerdictOK || !res.Warm {
+		t.Fatalf("plant run: warm=%v\n%s", res.Warm, describe(res))
+	}
+	for range 2 {
+		res = poolRun(t, p, `
+import builtins, json, os, sys, threading
+leaks = []
+if hasattr(builtins, "PLANTED"): leaks.append("builtins")
+if json.dumps({}) != "{}": leaks.append("module patch")
+if "planted_module" in sys.modules: leaks.append("sys.modules")
+for f in ["/tmp/planted", "/dev/shm/planted"]:
+    if os.path.exists(f): leaks.append(f)
+if threading.active_count() != 1: leaks.append("threads")
+procs = [d for d in os.listdir("/proc") if d.isdigit()]
+if len(procs) != 1: leaks.append("processes %r" % procs)
+print(leaks)
+`)
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "[]" {
+			t.Fatalf("state leaked between warm runs:\n%s", describe(res))
+		}
+	}
+}
+
+// TestPoolConcurrentRunsAreSeparate runs warm jails concurrently, each
+// writing its own marker, and checks that no run sees another's.
+func TestPoolConcurrentRunsAreSeparate(t *testing.T) {
+	p, _ := newPool(t, 4, nil, 0)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			code := fmt.Sprintf(`
+import os, time
+open("/tmp/m%d", "w").write("x")
+time.sleep(0.5)
+print(sorted(f for f in os.listdir("/tmp") if f.startswith("m")))
+`, i)
+			res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Timeout: 20 * time.Second, Code: code})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got, want := strings.TrimSpace(res.Stdout), fmt.Sprintf("['m%d']", i); got != want {
+				t.Errorf("run %d saw %s, want %s", i, got, want)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestPoolRefillsAndFallsBackCold empties the pool faster than it refills
+// and checks that requests still succeed cold, then that it refills.
+func TestPoolRefillsAndFallsBackCold(t *testing.T) {
+	p, _ := newPool(t, 1, nil, 0)
+	warm, cold := 0, 0
+	for range 3 {
+		res := poolRun(t, p, "print(2)")
+		if res.Verdict != record.VerdictOK {
+			t.Fatal(describe(res))
+		}
+		if res.Warm {
+			warm++
+		} else {
+			cold++
+		}
+	}
+	if warm == 0 || cold == 0 {
+		t.Errorf("warm=%d cold=%d: want both a warm hit and a cold fallback", warm, cold)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		t.Fatalf("pool did not refill: %v", err)
+	}
+	st := p.PoolStatus().(map[string]jail.ProfileStatus)[policy.ProfileFull]
+	if st.Idle != 1 || st.Started < 2 {
+		t.Errorf("after refill: %+v", st)
+	}
+}
+
+// TestPoolRespectsMemoryBudget asks for 4 idle numpy jails within a budget
+// that fits fewer, and checks the idle memory stays under it.
+func TestPoolRespectsMemoryBudget(t *testing.T) {
+	budget := 40 * policy.MiB
+	p, _ := newPool(t, 4, []string{"numpy"}, budget)
+	st := p.PoolStatus().(map[string]jail.ProfileStatus)[policy.ProfileFull]
+	if st.IdleBytes > budget {
+		t.Errorf("idle jails hold %d bytes, budget %d", st.IdleBytes, budget)
+	}
+	if st.Idle >= 4 || !st.BudgetLimited {
+		t.Errorf("budget did not limit the pool: %+v", st)
+	}
+	res := poolRun(t, p, "import numpy\nprint(numpy.arange(4).sum())")
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "6" {
+		t.Fatal(describe(res))
+	}
+}
