@@ -22,6 +22,7 @@ func Checks() []Check {
 		{"id map", checkIDMap},
 		{"paths", checkPaths},
 		{"concurrency", checkConcurrency},
+		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }
 

@@ -1,0 +1,120 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// goCmd runs the go command in the module root with env added, and returns
+// its standard output. It is how these tests see the build graph the way
+// the real build does, in the manner of tailscale's deptest.
+func goCmd(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go command not found: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), gobin, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// linuxBuild is the configuration pyjail ships with: Linux, cgo on, the
+// seccomp tag set. Dependencies are checked there, because build tags can
+// hide an import from other configurations.
+var linuxBuild = []string{"GOOS=linux", "CGO_ENABLED=1", "GOFLAGS=-tags=seccomp"}
+
+// depPackage is the part of `go list -json` these tests read.
+type depPackage struct {
+	ImportPath string
+	CgoFiles   []string
+	Error      *struct{ Err string }
+}
+
+// listDeps returns pattern's packages and everything they link (tests
+// excluded). -e keeps going past packages that do not build, since a
+// dependency rule holds whether or not a neighbour compiles today.
+func listDeps(t *testing.T, pattern string) []depPackage {
+	t.Helper()
+	out := goCmd(t, linuxBuild, "list", "-e", "-deps", "-json=ImportPath,CgoFiles,Error", pattern)
+	var pkgs []depPackage
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var p depPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatalf("go list %s listed no packages", pattern)
+	}
+	return pkgs
+}
+
+// TestDependencies enforces STYLE rule 1: the packages that must stay free
+// of the container runtime or of the MCP library do not link it, and policy
+// links no cgo, so it builds with CGO_ENABLED=0 on any OS.
+func TestDependencies(t *testing.T) {
+	const (
+		libcontainer = "github.com/opencontainers/runc/libcontainer"
+		mcpGo        = "github.com/mark3labs/mcp-go"
+	)
+	for name, tc := range map[string]struct {
+		pattern   string
+		forbidden []string
+		noCgo     bool
+	}{
+		"policy":        {"./policy", []string{libcontainer, mcpGo}, true},
+		"mcpserver":     {"./mcpserver/...", []string{libcontainer}, false},
+		"rootfs":        {"./rootfs", []string{mcpGo}, false},
+		"jail/record":   {"./jail/record", []string{libcontainer, mcpGo}, false},
+		"jail/pyrunner": {"./jail/pyrunner", []string{libcontainer}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pkgs := listDeps(t, tc.pattern)
+			for _, p := range pkgs {
+				if p.Error != nil && strings.HasPrefix(p.ImportPath, "github.com/pyjail/pyjail") {
+					t.Logf("note: %s does not load cleanly: %s", p.ImportPath, p.Error.Err)
+				}
+				for _, bad := range tc.forbidden {
+					if p.ImportPath == bad || strings.HasPrefix(p.ImportPath, bad+"/") {
+						t.Errorf("%s links %s", tc.pattern, p.ImportPath)
+					}
+				}
+				if tc.noCgo && (len(p.CgoFiles) > 0 || p.ImportPath == "runtime/cgo") {
+					t.Errorf("%s links cgo through %s", tc.pattern, p.ImportPath)
+				}
+			}
+		})
+	}
+}
+
+// TestPolicyMakesNoSystemCalls backs the package doc's promise: policy
+// imports nothing that reaches the operating system directly.
+func TestPolicyMakesNoSystemCalls(t *testing.T) {
+	out := goCmd(t, linuxBuild, "list", "-e", "-f", `{{join .Imports "\n"}}`, "./policy")
+	for imp := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		if slices.Contains([]string{"os", "os/exec", "os/signal", "syscall", "unsafe", "net", "C"}, imp) ||
+			strings.HasPrefix(imp, "golang.org/x/sys/") {
+			t.Errorf("policy imports %s", imp)
+		}
+	}
+}
