@@ -3,7 +3,34 @@
 //
 // It depends on the small Runner interface for executions, never on package
 // jail's concrete types, so it can be tested in-process with a fake runner
-// and never links libcontainer. Model-visible failures (bad arguments,
-// sandbox verdicts) are tool results with isError set; only host-side
-// failures are Go errors.
+// (package fake) and never links libcontainer. Model-visible failures (bad
+// arguments, sandbox verdicts, unknown snapshot ids, paths outside the
+// workspace) are tool results with isError set; only host-side failures are
+// Go errors, which mcp-go reports as JSON-RPC errors.
+//
+// Every tool's input schema is a JSON file under schemas/, embedded,
+// published as is in tools/list and compiled at New with
+// santhosh-tekuri/jsonschema/v6; the server checks arguments itself so that
+// errors name the argument ("timeout: got string, want number"). A schema
+// that does not compile stops New.
+//
+// Serving works in this order for a run:
+//
+//  1. decode and check the arguments against the tool's schema;
+//  2. refuse if a required isolation layer is missing (fail closed, see
+//     HostReport), if the code is empty or larger than the profile's
+//     code_bytes;
+//  3. clamp the timeout to the profile's maximum, saying so in the result;
+//  4. wait for one of Policy.MaxConcurrent jail slots;
+//  5. for the workspace profile, hold the workspace lock shared, so that a
+//     snapshot or restore, which hold it exclusively, never interleaves;
+//  6. call Runner.Run with the call's context (cancelled when the client
+//     cancels, or when the server shuts down) and a deadline of the timeout
+//     plus a grace period, reporting progress every second when the client
+//     asked for it;
+//  7. render the §4 record as text, structured content and PNG images.
+//
+// The package never logs submitted code above debug level, nor ever the
+// program's output, and writes nothing to stdout: with the stdio transport
+// that is the protocol channel.
 package mcpserver

@@ -52,3 +52,15 @@ func (h HostReport) Layer(name string) (Layer, bool) {
 	}
 	return Layer{}, false
 }
+
+// Degraded returns the names of the inactive layers that the operator
+// accepted through allowDegraded.
+func (h HostReport) Degraded(allowDegraded []string) []string {
+	var out []string
+	for _, l := range h.Layers {
+		if !l.Active && slices.Contains(allowDegraded, l.Name) {
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// Resource URIs of SPEC §5.
+const (
+	uriStatus      = "sandbox://status"
+	uriLogs        = "sandbox://logs"
+	uriSchemas     = "sandbox://schemas"
+	uriSchemaTmpl  = "sandbox://schemas/{name}"
+	uriSchemaPre   = "sandbox://schemas/"
+	uriEnvironment = "sandbox://environment"
+	mimeJSON       = "application/json"
+)
+
+// PoolStatuser is implemented by Runners with a warm pool; sandbox://status
+// shows what PoolStatus returns.
+type PoolStatuser interface {
+	PoolStatus() any
+}
+
+// addResources registers the resources of SPEC §5. All are JSON, so that
+// clients and models parse them the same way.
+func (s *Server) addResources() {
+	s.mcp.AddResource(mcp.NewResource(uriStatus, "status",
+		mcp.WithResourceDescription("Version, profiles and limits, workspace, snapshot count, warm pool, and the isolation layers actually active on this host; says why code is refused when a required layer is missing."),
+		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.status))
+	s.mcp.AddResource(mcp.NewResource(uriLogs, "logs",
+		mcp.WithResourceDescription("The last 100 tool calls: time, level, message, tool, verdict and timings. Submitted code appears only when the server logs at debug level."),
+		mcp.WithMIMEType(mimeJSON)), s.jsonResource(func(context.Context) (any, error) {
+		return map[string]any{"traces": s.traces.snapshot()}, nil
+	}))
+	s.mcp.AddResource(mcp.NewResource(uriSchemas, "schemas",
+		mcp.WithResourceDescription("The JSON Schemas registered for validate_json's schema_name, with descriptions."),
+		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.schemaList))
+	s.mcp.AddResourceTemplate(mcp.NewResourceTemplate(uriSchemaTmpl, "schema",
+		mcp.WithTemplateDescription("One registered JSON Schema, by name."),
+		mcp.WithTemplateMIMEType(mimeJSON)), s.schemaResource)
+	s.mcp.AddResource(mcp.NewResource(uriEnvironment, "environment",
+		mcp.WithResourceDescription("What to know before writing code: Python version, installed packages and versions, importable modules, and the limits of each profile."),
+		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.environment))
+}
+
+// jsonResource serves the JSON rendering of what build returns.
+func (s *Server) jsonResource(build func(context.Context) (any, error)) server.ResourceHandlerFunc {
+	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		v, err := build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		text, err := jsonText(v)
+		if err != nil {
+			return nil, err
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeJSON, Text: text}}, nil
+	}
+}
+
+// profileStatus is one profile as status and environment show it.
+type profileStatus struct {
+	Tool      string             `json:"tool"`
+	Python    policy.PythonLayer `json:"python_layer"`
+	Workspace bool               `json:"workspace"`
+	Limits    policy.Limits      `json:"limits"`
+	Summary   map[string]string  `json:"summary"`
+}
+
+// profiles describes the two profiles the MCP tools use; the full profile
+// is for operators and the CLI only, so clients never see it.
+func (s *Server) profiles() map[string]profileStatus {
+	out := map[string]profileStatus{}
+	for _, p := range []struct {
+		tool string
+		prof policy.Profile
+	}{{toolRunPython, s.calc}, {toolRunSandboxCode, s.workspace}} {
+		out[p.prof.Name] = profileStatus{Tool: p.tool, Python: p.prof.Python, Workspace: p.prof.Workspace, Limits: p.prof.Limits, Summary: limitSummary(p.prof.Limits)}
+	}
+	return out
+}
+
+// limitSummary renders limits in the words the model reads in messages.
+func limitSummary(l policy.Limits) map[string]string {
+	return map[string]string{
+		"timeout":     fmt.Sprintf("%s by default, at most %s", l.Timeout.D(), l.MaxTimeout.D()),
+		"memory":      record.FormatBytes(l.MemoryBytes),
+		"processes":   fmt.Sprint(l.Pids),
+		"cpus":        fmt.Sprint(l.CPUs),
+		"tmp":         record.FormatBytes(l.TmpBytes),
+		"file_size":   record.FormatBytes(l.FileSizeBytes),
+		"output":      record.FormatBytes(l.OutputBytes) + " per stream",
+		"code":        record.FormatBytes(l.CodeBytes),
+		"network":     "none",
+		"open_files":  fmt.Sprint(l.OpenFiles),
+		"time_limits": "wall-clock timeout kills the whole jail",
+	}
+}
+
+// isolationStatus is the host report plus what the policy makes of it.
+type isolationStatus struct {
+	policy.HostReport
+	Missing  []string `json:"missing_required"`
+	Degraded []string `json:"degraded_allowed"`
+}
+
+// statusReport is sandbox://status. Ready and Refusal are what an operator
+// reads first: whether code runs here, and if not, why and how to fix it.
+type statusReport struct {
+	Server        string                   `json:"server"`
+	Version       string                   `json:"version"`
+	Ready         bool                     `json:"ready"`
+	Refusal       string                   `json:"refusal,omitempty"`
+	Profiles      map[string]profileStatus `json:"profiles"`
+	MaxConcurrent int                      `json:"max_concurrent"`
+	RunsInFlight  int                      `json:"runs_in_flight"`
+	Workspace     string                   `json:"workspace,omitempty"`
+	Snapshots     snapshotStatus           `json:"snapshots"`
+	Isolation     isolationStatus          `json:"isolation"`
+	WarmPool      any                      `json:"warm_pool,omitempty"`
+	Time          time.Time                `json:"time"`
+}
+
+// snapshotStatus is the snapshot store as sandbox://status shows it.
+type snapshotStatus struct {
+	Enabled bool   `json:"enabled"`
+	Dir     string `json:"dir,omitempty"`
+	Count   int    `json:"count"`
+	Error   string `json:"error,omitempty"`
+}
+
+// status builds sandbox://status. It is computed on every read: snapshot
+// count and jail slots change, and reading them is cheap.
+func (s *Server) status(ctx context.Context) (any, error) {
+	version := s.cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	refusal := s.refusal()
+	st := statusReport{
+		Server: "pyjail", Version: version, Ready: refusal == "", Refusal: refusal,
+		Profiles: s.profiles(), MaxConcurrent: cap(s.runSlots), RunsInFlight: len(s.runSlots),
+		Time: time.Now().UTC(),
+	}
+	if s.ws != nil {
+		st.Workspace = s.cfg.Workspace
+	}
+	if s.snaps != nil {
+		st.Snapshots.Enabled, st.Snapshots.Dir = true, s.cfg.SnapshotDir
+		if metas, err := s.snaps.List(); err != nil {
+			st.Snapshots.Error = err.Error()
+		} else {
+			st.Snapshots.Count = len(metas)
+		}
+	}
+	allow := s.cfg.Policy.AllowDegraded
+	st.Isolation = isolationStatus{HostReport: s.cfg.Host, Missing: []string{}, Degraded: s.cfg.Host.Degraded(allow)}
+	if st.Isolation.Layers == nil {
+		st.Isolation.Layers = []policy.Layer{}
+	}
+	for _, l := range s.cfg.Host.Missing(allow) {
+		st.Isolation.Missing = append(st.Isolation.Missing, l.Name)
+	}
+	if st.Isolation.Degraded == nil {
+		st.Isolation.Degraded = []string{}
+	}
+	// The warm pool is optional: only Runners that have one report it.
+	if p, ok := s.cfg.Runner.(PoolStatuser); ok {
+		st.WarmPool = p.PoolStatus()
+	}
+	return st, nil
+}
+
+// schemaInfo is one entry of sandbox://schemas.
+type schemaInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	URI         string `json:"uri"`
+}
+
+// schemaList builds sandbox://schemas.
+func (s *Server) schemaList(context.Context) (any, error) {
+	names := s.validators.Names()
+	sort.Strings(names)
+	out := make([]schemaInfo, 0, len(names))
+	for _, n := range names {
+		out = append(out, schemaInfo{Name: n, Description: s.validators.Description(n), URI: uriSchemaPre + n})
+	}
+	return map[string]any{"schemas": out}, nil
+}
+
+// schemaResource serves sandbox://schemas/{name}: the schema's source as
+// registered, so that a model can read the rules it is checked against.
+func (s *Server) schemaResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	name := strings.TrimPrefix(req.Params.URI, uriSchemaPre)
+	src, ok := s.validators.Source(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: no schema named %q; %s lists them", server.ErrResourceNotFound, name, uriSchemas)
+	}
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeJSON, Text: string(src)}}, nil
+}
+
+// environmentReport is sandbox://environment: the probe's answer plus the
+// limits and rules, which do not need a jail to know.
+type environmentReport struct {
+	Python         any                      `json:"python"`
+	Error          string                   `json:"error,omitempty"`
+	WorkspaceMount string                   `json:"workspace_mount"`
+	Profiles       map[string]profileStatus `json:"profiles"`
+	Rules          map[string]string        `json:"rules"`
+}
+
+// environment answers sandbox://environment. The probe behind
+// Config.Environment runs code in a jail, so its first success is kept for
+// the life of the server; a failure is reported and retried next time.
+func (s *Server) environment(ctx context.Context) (any, error) {
+	rep := environmentReport{
+		WorkspaceMount: record.WorkspaceMount,
+		Profiles:       s.profiles(),
+		Rules:          map[string]string{policy.ProfileCalc: renderRules(s.calc), policy.ProfileWorkspace: renderRules(s.workspace)},
+	}
+	if s.cfg.Environment == nil {
+		rep.Error = "this server was started without an environment probe"
+		return rep, nil
+	}
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	if !s.envOK {
+		env, err := s.cfg.Environment(ctx)
+		if err != nil {
+			rep.Error = "probing the jail's Python failed: " + err.Error()
+			return rep, nil
+		}
+		s.envCached, s.envOK = env, true
+	}
+	rep.Python = s.envCached
+	return rep, nil
+}

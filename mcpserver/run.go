@@ -1,0 +1,313 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// runGrace is how long past its own timeout a run may take before the
+// call's context gives up on the Runner: jail setup, teardown and the
+// Runner's own kill path all fit in it. The jail enforces the timeout; this
+// deadline only guards against a Runner that hangs.
+const runGrace = 15 * time.Second
+
+// progressInterval is how often a run with a progress token reports.
+const progressInterval = time.Second
+
+// runArgs are the arguments of run_python and run_sandbox_code.
+type runArgs struct {
+	Code string `json:"code"`
+	// Timeout is in seconds; nil means the profile's default.
+	Timeout *float64 `json:"timeout,omitempty"`
+}
+
+// runHandler serves run_python (calc profile) or run_sandbox_code
+// (workspace profile).
+func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
+	prof, profile := s.calc, record.ProfileCalc
+	if tool == toolRunSandboxCode {
+		prof, profile = s.workspace, record.ProfileWorkspace
+	}
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a runArgs
+		if res := s.args(req, &a); res != nil {
+			return res, nil
+		}
+		tr := traceFrom(ctx)
+		tr.Profile, tr.CodeBytes = string(profile), len(a.Code)
+		// From here on, results carry the program's output: traces and logs
+		// get the verdict's message only (STYLE rule 15).
+		tr.ownsError = true
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			tr.Code = truncate(a.Code, maxTracedCode)
+		}
+		if msg := s.refusal(); msg != "" {
+			tr.Error = msg
+			return mcp.NewToolResultError(tool + ": " + msg), nil
+		}
+		if msg := checkCode(a.Code, prof); msg != "" {
+			tr.Error = msg
+			return mcp.NewToolResultError(tool + ": " + msg), nil
+		}
+		timeout, clampNote := runTimeout(a.Timeout, prof.Limits)
+		tr.Timeout, tr.Clamped = timeout.String(), clampNote != ""
+
+		rreq := record.Request{Profile: profile, Code: a.Code, Timeout: timeout}
+		if profile == record.ProfileWorkspace {
+			if s.ws == nil {
+				tr.Error = noWorkspace
+				return mcp.NewToolResultError(tool + ": " + noWorkspace), nil
+			}
+			rreq.Workspace = s.cfg.Workspace
+		}
+
+		// Take a jail slot before the workspace lock: a run waiting for a
+		// slot must not hold up a restore.
+		select {
+		case s.runSlots <- struct{}{}:
+			defer func() { <-s.runSlots }()
+		case <-ctx.Done():
+			tr.Error = "cancelled while waiting for a jail slot"
+			return ctxErr(ctx, tool), nil
+		}
+		if rreq.Workspace != "" {
+			s.wsMu.RLock()
+			defer s.wsMu.RUnlock()
+		}
+
+		rctx, cancel := context.WithTimeout(ctx, timeout+runGrace)
+		defer cancel()
+		if token := progressToken(req); token != nil {
+			stop := s.reportProgress(rctx, token, timeout)
+			defer stop()
+		}
+		res, err := s.cfg.Runner.Run(rctx, rreq)
+		if err != nil {
+			if ctx.Err() != nil {
+				// The client gave up; the Runner killed the jail.
+				tr.Error = "cancelled: " + err.Error()
+				return ctxErr(ctx, tool), nil
+			}
+			return nil, fmt.Errorf("running %s code: %w", profile, err)
+		}
+		if res == nil {
+			return nil, errors.New("running code: the runner returned no result")
+		}
+		tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
+		if !res.OK() {
+			tr.Error = res.Message
+			if tr.Error == "" {
+				tr.Error = verdictPhrase(res)
+			}
+		}
+		return runResult(res, clampNote), nil
+	}
+}
+
+// checkCode returns why code cannot be run under prof, or "".
+func checkCode(code string, prof policy.Profile) string {
+	if lim := prof.Limits.CodeBytes; lim > 0 && int64(len(code)) > lim {
+		return fmt.Sprintf("code is %d bytes (%s); the %s profile's limit (code_bytes) is %d bytes (%s)",
+			len(code), record.FormatBytes(int64(len(code))), prof.Name, lim, record.FormatBytes(lim))
+	}
+	if strings.TrimSpace(code) == "" {
+		return "code is empty"
+	}
+	return ""
+}
+
+// runTimeout turns the timeout argument into the run's timeout, and says so
+// when the configured maximum lowered it.
+func runTimeout(secs *float64, lim policy.Limits) (time.Duration, string) {
+	var want time.Duration
+	if secs != nil {
+		// The schema keeps secs positive; anything beyond the range of a
+		// Duration is simply more than any maximum.
+		if v := *secs * float64(time.Second); v >= math.MaxInt64 || math.IsInf(v, 0) || math.IsNaN(v) {
+			want = time.Duration(math.MaxInt64)
+		} else {
+			want = max(time.Duration(v), time.Millisecond)
+		}
+	}
+	got, clamped := lim.ClampTimeout(want)
+	if !clamped {
+		return got, ""
+	}
+	return got, fmt.Sprintf("note: the timeout of %g s was lowered to the maximum of %g s", *secs, got.Seconds())
+}
+
+// progressToken returns the call's progress token, or nil.
+func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
+	if req.Params.Meta == nil {
+		return nil
+	}
+	return req.Params.Meta.ProgressToken
+}
+
+// reportProgress sends notifications/progress every second until stop is
+// called, so that clients show a long run as alive and do not time out
+// early. stop returns once the reporter has exited.
+func (s *Server) reportProgress(ctx context.Context, token mcp.ProgressToken, timeout time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				elapsed := now.Sub(start).Round(time.Second)
+				err := s.mcp.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+					"progressToken": token,
+					"progress":      elapsed.Seconds(),
+					"total":         timeout.Seconds(),
+					"message":       fmt.Sprintf("running for %s of at most %s", elapsed, timeout),
+				})
+				if err != nil {
+					s.log.LogAttrs(ctx, slog.LevelDebug, "sending progress", slog.String(logKeyError, err.Error()))
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// runResult renders a record as the tool result of SPEC §5: text for the
+// model, the record as structured content, figures as images, and isError
+// when the verdict is not ok.
+func runResult(res *record.Result, note string) *mcp.CallToolResult {
+	content := []mcp.Content{mcp.NewTextContent(runText(res, note))}
+	for _, img := range res.Images {
+		mime := img.MIMEType
+		if mime == "" {
+			mime = "image/png"
+		}
+		content = append(content, mcp.NewImageContent(img.Data, mime))
+	}
+	// The structured content is a copy: the caller's record stays whole.
+	rec := *res
+	// The figures travel once, as image content; base64 PNGs twice over
+	// would only cost the client tokens.
+	rec.Images = nil
+	return &mcp.CallToolResult{Content: content, StructuredContent: rec, IsError: !res.OK()}
+}
+
+// runText is the text a model reads: the program's stdout, the value of
+// its last expression, and for any other verdict than ok, why.
+func runText(res *record.Result, note string) string {
+	var b strings.Builder
+	line := func() {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteString(res.Stdout)
+	if res.Truncated.Stdout {
+		line()
+		b.WriteString("[stdout truncated at the output limit]")
+	}
+	// The value comes after stdout, REPL style, so that prints and result
+	// read in the order they happened.
+	if res.Value != nil {
+		line()
+		b.WriteString("value: " + *res.Value)
+		if res.Truncated.Value {
+			b.WriteString(" [truncated]")
+		}
+	}
+	// A non-ok verdict is named with the Runner's plain message: "memory
+	// limit of 256 MiB exceeded", never "exit -9".
+	if !res.OK() {
+		line()
+		msg := res.Message
+		if msg == "" {
+			msg = verdictPhrase(res)
+		}
+		fmt.Fprintf(&b, "%s: %s", res.Verdict, msg)
+	}
+	if len(res.Rejections) > 0 {
+		line()
+		b.WriteString("rejected by the sandbox's Python rules:")
+		for _, r := range res.Rejections {
+			fmt.Fprintf(&b, "\n  %s at line %d:%d: %s", r.Rule, r.Line, r.Col, r.Message)
+		}
+	}
+	if res.Stderr != "" {
+		line()
+		b.WriteString("stderr:\n" + res.Stderr)
+		if res.Truncated.Stderr {
+			line()
+			b.WriteString("[stderr truncated at the output limit]")
+		}
+	}
+	if f := res.Files; f != nil && len(f.Created)+len(f.Modified)+len(f.Deleted) > 0 {
+		line()
+		b.WriteString("workspace files:")
+		for _, g := range []struct {
+			verb  string
+			files []record.FileInfo
+		}{{"created", f.Created}, {"modified", f.Modified}, {"deleted", f.Deleted}} {
+			for _, fi := range g.files {
+				fmt.Fprintf(&b, "\n  %s %s (%s)", g.verb, fi.Path, record.FormatBytes(fi.Size))
+			}
+		}
+	}
+	if len(res.Images) > 0 {
+		line()
+		fmt.Fprintf(&b, "%d figure(s) attached as PNG", len(res.Images))
+	}
+	if note != "" {
+		line()
+		b.WriteString(note)
+	}
+	if b.Len() == 0 {
+		return "(no output)"
+	}
+	return b.String()
+}
+
+// verdictPhrase explains a verdict when the Runner gave no message.
+func verdictPhrase(res *record.Result) string {
+	switch res.Verdict {
+	case record.VerdictError:
+		if res.Exception != "" {
+			return "the code raised " + res.Exception
+		}
+		if res.Signal != "" {
+			return "the program was killed by " + res.Signal
+		}
+		return fmt.Sprintf("the program exited with status %d", res.ExitCode)
+	case record.VerdictRejected:
+		return "the code breaks the sandbox's Python rules and was not run"
+	case record.VerdictTimeout:
+		return "the wall-clock time limit was reached and the jail was killed"
+	case record.VerdictCPULimit:
+		return "the CPU time limit was reached"
+	case record.VerdictMemoryLimit:
+		return "the memory limit was exceeded"
+	case record.VerdictOutputLimit:
+		return "the output limit was exceeded"
+	default:
+		return "the sandbox failed; the code may not have run"
+	}
+}

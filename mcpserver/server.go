@@ -1,0 +1,290 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/pyjail/pyjail/mcpserver/snapshot"
+	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/wsfs"
+	"github.com/pyjail/pyjail/policy"
+)
+
+// Attribute keys of the server's log records.
+const (
+	logKeyTool     = "tool"
+	logKeyVerdict  = "verdict"
+	logKeyWallMS   = "wall_ms"
+	logKeyDuration = "duration_ms"
+	logKeyError    = "error"
+	logKeyCode     = "code"
+	logKeyCodeLen  = "code_bytes"
+	logKeyTimeout  = "timeout"
+)
+
+// stdioWorkers is how many tool calls the stdio transport serves at once,
+// mcp-go's ceiling. The jail limit is not enforced here but by the run
+// semaphore (Policy.MaxConcurrent): mcp-go's pool serves calls first come,
+// first served, so a pool only as large as MaxConcurrent would make a
+// validate_json wait behind queued runs, and a run queued in mcp-go does not
+// see its cancellation until a worker picks it up. Runs past MaxConcurrent
+// wait for a slot inside their worker instead, where ctx reaches them.
+const stdioWorkers = 100
+
+// Config is everything New needs. Runner and Policy are required; every
+// other field has a working zero value.
+type Config struct {
+	// Policy supplies the calc and workspace profiles, MaxConcurrent,
+	// AllowDegraded and SchemaDir.
+	Policy policy.Config
+	// Runner runs each execution in a fresh jail.
+	Runner Runner
+	// Workspace is the host directory of run_sandbox_code and the file and
+	// snapshot tools. With "" those tools stay listed (their names are part
+	// of the protocol) but return a tool error saying there is no workspace.
+	Workspace string
+	// WorkspaceLimits is passed to wsfs.Open as is.
+	WorkspaceLimits wsfs.Limits
+	// SnapshotDir stores snapshots of Workspace; "" disables the snapshot
+	// tools in the same way as an empty Workspace does.
+	SnapshotDir string
+	// SnapshotLimits is passed to snapshot.Open as is.
+	SnapshotLimits snapshot.Limits
+	// Validators serves validate_json, validate_csv and sandbox://schemas.
+	// nil builds one from Policy.SchemaDir with ValidateLimits.
+	Validators *validate.Registry
+	// ValidateLimits bounds JSON instances; nil means
+	// validate.DefaultLimits().
+	ValidateLimits *validate.Limits
+	// Version is reported to clients and in sandbox://status.
+	Version string
+	// Host is what probing this host found. Runs are refused while a
+	// required layer is missing and not listed in Policy.AllowDegraded, and
+	// also while Host has no layers at all: an unprobed host is not trusted.
+	Host policy.HostReport
+	// Environment describes the Python inside the jail for
+	// sandbox://environment. Its first successful answer is cached; nil
+	// leaves the resource with limits only.
+	Environment func(ctx context.Context) (any, error)
+	// Logger receives one record per tool call; nil discards. It must not
+	// write to stdout, which carries the protocol.
+	Logger *slog.Logger
+}
+
+// Server is pyjail's MCP server: tools, resources and prompts over one
+// Runner. New builds it; it holds no goroutines of its own until a
+// transport serves it. It is safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	mcp *server.MCPServer
+
+	calc, workspace policy.Profile
+
+	argSchemas map[string]*jsonschema.Schema
+	runOutput  *jsonschema.Schema
+
+	validators *validate.Registry
+	vlim       validate.Limits
+	ws         *wsfs.FS        // nil without a workspace
+	snaps      *snapshot.Store // nil without a workspace or snapshot dir
+
+	// wsMu keeps restores and snapshot creation apart from everything that
+	// writes the workspace. Runs and file writes take it shared, so they
+	// still overlap each other; create and restore take it exclusively,
+	// because a snapshot of a half-written workspace, or a run that sees a
+	// half-restored one, is exactly what SPEC §6 forbids.
+	wsMu sync.RWMutex
+	// runSlots caps the executions in flight at Policy.MaxConcurrent.
+	runSlots chan struct{}
+
+	traces *traceRing
+
+	envMu     sync.Mutex
+	envCached any
+	envOK     bool
+}
+
+// New checks cfg, compiles every tool schema and builds the server. A
+// schema that does not compile, or a workspace or snapshot directory that
+// cannot be opened, is an error: the server never starts half-configured.
+func New(cfg Config) (*Server, error) {
+	if cfg.Runner == nil {
+		return nil, fmt.Errorf("%w: no Runner", ErrConfig)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, traces: newTraceRing(traceCapacity)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if s.calc, err = cfg.Policy.Profile(policy.ProfileCalc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if s.workspace, err = cfg.Policy.Profile(policy.ProfileWorkspace); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s.runSlots = make(chan struct{}, max(1, cfg.Policy.MaxConcurrent))
+
+	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
+		return nil, err
+	}
+
+	s.vlim = validate.DefaultLimits()
+	if cfg.ValidateLimits != nil {
+		s.vlim = *cfg.ValidateLimits
+	}
+	s.validators = cfg.Validators
+	if s.validators == nil {
+		if s.validators, err = validate.NewRegistry(cfg.Policy.SchemaDir, s.vlim); err != nil {
+			return nil, fmt.Errorf("loading schemas: %w", err)
+		}
+	}
+	if cfg.Workspace != "" {
+		if s.ws, err = wsfs.Open(cfg.Workspace, cfg.WorkspaceLimits); err != nil {
+			return nil, fmt.Errorf("opening workspace %q: %w", cfg.Workspace, err)
+		}
+		if cfg.SnapshotDir != "" {
+			if s.snaps, err = snapshot.Open(cfg.SnapshotDir, cfg.Workspace, cfg.SnapshotLimits); err != nil {
+				return nil, fmt.Errorf("opening snapshot store %q: %w", cfg.SnapshotDir, err)
+			}
+		}
+	}
+
+	version := cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	s.mcp = server.NewMCPServer("pyjail", version,
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false),
+		server.WithRecovery(),
+		server.WithResourceRecovery(),
+		server.WithInstructions(instructions),
+	)
+	for _, t := range s.tools() {
+		s.mcp.AddTool(t.Tool, s.traced(t.Tool.Name, t.Handler))
+	}
+	s.addResources()
+	s.addPrompts()
+	return s, nil
+}
+
+// MCP returns the underlying mcp-go server, for other transports and for
+// in-process clients in tests.
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// ServeStdio serves one client over in and out until in reaches EOF or ctx
+// is done. Up to 100 tool calls are served at once; at most
+// Policy.MaxConcurrent of them are in a jail, the other runs wait for a
+// slot while the remaining tools are served. When ServeStdio returns, every
+// handler's context has been cancelled and every handler has returned, so
+// no jail started by this server is left running. Errors that mcp-go
+// reports go to the Logger, never to out. mcp-go keeps one stdio session
+// per process, so at most one ServeStdio may run at a time.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	ss := server.NewStdioServer(s.mcp)
+	ss.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelError))
+	server.WithWorkerPoolSize(stdioWorkers)(ss)
+	// A full queue makes mcp-go serve calls on its read loop, which would
+	// stall cancellations behind a run; keep it roomy.
+	server.WithQueueSize(1000)(ss)
+	err := ss.Listen(ctx, in, out)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Cancellation (SIGTERM in cmd/) is a clean shutdown.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("serving stdio: %w", err)
+	}
+	return nil
+}
+
+// instructions is sent to clients at initialization; it is what a model
+// reads before it picks a tool.
+const instructions = `pyjail runs untrusted Python in a fresh, throwaway Linux jail per call (namespaces, cgroup limits, seccomp, no network) and validates data.
+
+- run_python: calculations and data analysis; numpy as np, pandas as pd, scipy, sympy, math, statistics and more are already imported; no file system, no network, no os/subprocess. The last expression's value is returned.
+- run_sandbox_code: Python working in the shared workspace (/sandbox/workspace, the cwd); open() only reaches workspace files; file changes are reported.
+- write_workspace_file / read_workspace_file / list_workspace_files: move data in and out of the workspace.
+- create_state_snapshot / restore_state_snapshot / diff_state_snapshot / list_state_snapshots / delete_state_snapshot: checkpoint the workspace and roll it back.
+- validate_json / validate_csv: check data against JSON Schema (see sandbox://schemas) or CSV column rules.
+
+Each run starts from scratch: no state survives between calls except workspace files. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
+
+// serverTool pairs a tool definition with its handler.
+type serverTool struct {
+	Tool    mcp.Tool
+	Handler server.ToolHandlerFunc
+}
+
+// traced wraps a handler to log every call and keep its trace for
+// sandbox://logs. Run handlers add their verdict through the trace in ctx.
+func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tr := &trace{Time: time.Now().UTC(), Tool: name}
+		start := time.Now()
+		res, err := h(withTrace(ctx, tr), req)
+		tr.DurationMS = time.Since(start).Milliseconds()
+		switch {
+		case err != nil:
+			tr.Level, tr.Message, tr.Error = slog.LevelError.String(), "tool failed", err.Error()
+		case res != nil && res.IsError:
+			tr.Level, tr.Message = slog.LevelWarn.String(), "tool returned an error"
+			if !tr.ownsError {
+				tr.Error = resultText(res)
+			}
+		default:
+			tr.Level, tr.Message = slog.LevelInfo.String(), "tool call"
+		}
+		s.traces.add(*tr)
+		s.logTrace(ctx, tr)
+		return res, err
+	}
+}
+
+func (s *Server) logTrace(ctx context.Context, tr *trace) {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(tr.Level))
+	attrs := []slog.Attr{slog.String(logKeyTool, tr.Tool), slog.Int64(logKeyDuration, tr.DurationMS)}
+	if tr.Verdict != "" {
+		attrs = append(attrs, slog.String(logKeyVerdict, tr.Verdict), slog.Int64(logKeyWallMS, tr.WallMS))
+	}
+	if tr.CodeBytes > 0 {
+		attrs = append(attrs, slog.Int(logKeyCodeLen, tr.CodeBytes), slog.String(logKeyTimeout, tr.Timeout))
+	}
+	if tr.Code != "" {
+		attrs = append(attrs, slog.String(logKeyCode, tr.Code))
+	}
+	if tr.Error != "" {
+		attrs = append(attrs, slog.String(logKeyError, truncate(tr.Error, 500)))
+	}
+	s.log.LogAttrs(ctx, level, tr.Message, attrs...)
+}
+
+// resultText joins the text content of a result, for traces and tests.
+func resultText(res *mcp.CallToolResult) string {
+	var out string
+	for _, c := range res.Content {
+		if t, ok := mcp.AsTextContent(c); ok {
+			out += t.Text
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,164 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Tool names of SPEC §5. Clients depend on them.
+const (
+	toolRunPython       = "run_python"
+	toolRunSandboxCode  = "run_sandbox_code"
+	toolValidateJSON    = "validate_json"
+	toolValidateCSV     = "validate_csv"
+	toolCreateSnapshot  = "create_state_snapshot"
+	toolListSnapshots   = "list_state_snapshots"
+	toolRestoreSnapshot = "restore_state_snapshot"
+	toolDeleteSnapshot  = "delete_state_snapshot"
+	toolDiffSnapshot    = "diff_state_snapshot"
+	toolWriteFile       = "write_workspace_file"
+	toolReadFile        = "read_workspace_file"
+	toolListFiles       = "list_workspace_files"
+)
+
+// hints are a tool's annotations. Every field is set on every tool because
+// mcp-go's defaults (destructive, open world) are wrong for all of them.
+type hints struct {
+	readOnly, destructive, idempotent bool
+}
+
+func (h hints) annotation(title string) mcp.ToolAnnotation {
+	return mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcp.ToBoolPtr(h.readOnly),
+		DestructiveHint: mcp.ToBoolPtr(h.destructive),
+		IdempotentHint:  mcp.ToBoolPtr(h.idempotent),
+		// Nothing here reaches beyond the host: jails have no network and
+		// the other tools touch only the workspace and snapshot store.
+		OpenWorldHint: mcp.ToBoolPtr(false),
+	}
+}
+
+// newTool declares a tool whose input schema is the embedded file of the
+// same name.
+func newTool(name, title, description string, h hints) mcp.Tool {
+	return mcp.Tool{
+		Name:           name,
+		Title:          title,
+		Description:    description,
+		RawInputSchema: rawSchema(name),
+		Annotations:    h.annotation(title),
+	}
+}
+
+// tools lists every tool with its handler.
+// tools lists every tool with its handler. Descriptions are written for
+// the model choosing a tool: what it does, what it may not do, what comes
+// back.
+func (s *Server) tools() []serverTool {
+	var (
+		readOnly = hints{readOnly: true, idempotent: true}
+		// run_python changes nothing that outlives the call, but it is not
+		// read-only in the MCP sense: it executes arbitrary code.
+		runCalc      = hints{}
+		runWorkspace = hints{destructive: true}
+		creates      = hints{}
+		overwrites   = hints{destructive: true, idempotent: true}
+	)
+	runPy := newTool(toolRunPython, "Run Python (calculator)",
+		"Run Python in a fresh jail with no file system and no network. numpy as np, pandas as pd, scipy, sympy, math, statistics, datetime, decimal, fractions, itertools and collections are ready without import; os, sys, subprocess, socket and similar modules are blocked. Returns stdout, the value of the last expression, and a record with the verdict (ok, error, rejected, timeout, cpu_limit, memory_limit, output_limit, internal_error), timings and memory. matplotlib figures come back as PNG images.",
+		runCalc)
+	runPy.RawOutputSchema = rawSchema(runOutputSchema)
+	runWS := newTool(toolRunSandboxCode, "Run Python in the workspace",
+		"Run Python in a fresh jail with the shared workspace mounted read-write at /sandbox/workspace (the working directory). open() reaches only workspace files; exec, eval, dunder attributes and unapproved imports are rejected before running. Returns stdout, the last expression's value, and a record with the verdict, timings and the files created, modified and deleted.",
+		runWorkspace)
+	runWS.RawOutputSchema = rawSchema(runOutputSchema)
+
+	return []serverTool{
+		{runPy, s.runHandler(toolRunPython)},
+		{runWS, s.runHandler(toolRunSandboxCode)},
+		{newTool(toolValidateJSON, "Validate JSON",
+			"Validate JSON data against a registered schema (schema_name; see sandbox://schemas) or an inline JSON Schema (schema; drafts 4 to 2020-12). data may be a JSON value, a string holding JSON text, or {\"path\": \"file.json\"} for a workspace file. Returns valid and each error's instance location, keyword location and message. Invalid data is a normal result, not a tool error.",
+			readOnly), s.validateJSON},
+		{newTool(toolValidateCSV, "Validate CSV",
+			"Validate CSV text (csv) or a workspace file (path, streamed) against a registered CSV schema (schema_name) or inline columns (name, type string|integer|number|boolean|date|datetime, required, nullable, unique, enum, pattern, min, max, min_length, max_length, format). Without either, checks structure only. Returns row and column counts and errors with row, column, code and message.",
+			readOnly), s.validateCSV},
+		{newTool(toolCreateSnapshot, "Snapshot the workspace",
+			"Save every file of the workspace (content, size, mtime, sha256) as a new snapshot and return its id.",
+			creates), s.createSnapshot},
+		{newTool(toolListSnapshots, "List snapshots",
+			"List the workspace snapshots, newest first, with id, time, description, file count and size.",
+			readOnly), s.listSnapshots},
+		{newTool(toolRestoreSnapshot, "Restore a snapshot",
+			"Make the workspace exactly what the snapshot recorded: files not in it are deleted, changed files rewritten, missing ones recreated, mtimes restored. All or nothing.",
+			overwrites), s.restoreSnapshot},
+		{newTool(toolDeleteSnapshot, "Delete a snapshot",
+			"Delete a snapshot. The workspace is not touched.",
+			overwrites), s.deleteSnapshot},
+		{newTool(toolDiffSnapshot, "Compare with a snapshot",
+			"List the workspace files added, removed and modified since the snapshot.",
+			readOnly), s.diffSnapshot},
+		{newTool(toolWriteFile, "Write a workspace file",
+			"Create or replace a file in the workspace. content is UTF-8 text, or base64 with encoding=base64. Parent directories are created; paths must stay inside the workspace.",
+			overwrites), s.writeFile},
+		{newTool(toolReadFile, "Read a workspace file",
+			"Read a file from the workspace, optionally a byte range (offset, length; at most 1 MiB per call). Text comes back as is, binary data as base64.",
+			readOnly), s.readFile},
+		{newTool(toolListFiles, "List workspace files",
+			"List the files and directories under a workspace directory (default: all of it) with size, type and modification time.",
+			readOnly), s.listFiles},
+	}
+}
+
+// args decodes a call's arguments for the tool, or returns the tool error
+// result that tells the model what is wrong with them.
+func (s *Server) args(req mcp.CallToolRequest, dst any) *mcp.CallToolResult {
+	raw, err := rawArguments(req)
+	if err == nil {
+		err = decodeArgs(s.argSchemas, req.Params.Name, raw, dst)
+	}
+	if err != nil {
+		return mcp.NewToolResultError(req.Params.Name + ": " + err.Error())
+	}
+	return nil
+}
+
+// structured builds a successful result with text for people and older
+// clients and the same facts as structured content.
+func structured(text string, v any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(text)},
+		StructuredContent: v,
+	}
+}
+
+// toolError reports err as a tool error when it is the caller's doing
+// (errArgs), and as a Go error otherwise.
+func toolError(tool string, err error) (*mcp.CallToolResult, error) {
+	if errors.Is(err, errArgs) {
+		return mcp.NewToolResultError(tool + ": " + err.Error()), nil
+	}
+	return nil, err
+}
+
+// jsonText renders v as indented JSON for resources.
+func jsonText(v any) (string, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding JSON: %w", err)
+	}
+	return string(b), nil
+}
+
+// ctxErr returns a tool error when the call was cancelled before it
+// finished, so that an abandoned call still gets a well-formed answer.
+func ctxErr(ctx context.Context, tool string) *mcp.CallToolResult {
+	if err := ctx.Err(); err != nil {
+		return mcp.NewToolResultError(tool + ": call cancelled: " + err.Error())
+	}
+	return nil
+}

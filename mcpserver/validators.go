@@ -1,0 +1,367 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/mcpserver/validate"
+)
+
+// csvChunk is how much of a workspace file validate_csv reads at a time:
+// the validator streams, so memory stays bounded whatever the file's size.
+const csvChunk = 256 << 10
+
+// validateJSONArgs are validate_json's arguments. Data and Schema stay raw
+// JSON so that numbers keep their exact text (12345678901234567890 must not
+// turn into a float on its way to the validator).
+type validateJSONArgs struct {
+	Data       json.RawMessage `json:"data"`
+	SchemaName *string         `json:"schema_name,omitempty"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+}
+
+// jsonReport is validate_json's structured content. Invalid data is a
+// successful call with valid=false, not a tool error: the tool did its job,
+// and the model needs the errors, not an isError flag, to fix the data.
+type jsonReport struct {
+	Valid  bool          `json:"valid"`
+	Schema string        `json:"schema,omitempty"`
+	Draft  string        `json:"draft,omitempty"`
+	Source string        `json:"source"`
+	Errors []jsonProblem `json:"errors"`
+	// ErrorCount counts every error; Errors may list fewer.
+	ErrorCount      int  `json:"error_count"`
+	ErrorsTruncated bool `json:"errors_truncated"`
+}
+
+type jsonProblem struct {
+	InstanceLocation string `json:"instance_location"`
+	KeywordLocation  string `json:"keyword_location"`
+	Message          string `json:"message"`
+}
+
+// validateJSON serves validate_json. Every problem with the request (which
+// schema, what data) is a tool error naming it; the validator's verdict on
+// the data is the result.
+func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a validateJSONArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	if (a.SchemaName == nil) == (len(a.Schema) == 0) {
+		return mcp.NewToolResultErrorf("%s: give exactly one of schema_name (registered: %s) or schema (an inline JSON Schema)",
+			toolValidateJSON, strings.Join(s.validators.Names(), ", ")), nil
+	}
+	// Decoding enforces the size and depth limits before the validator
+	// sees anything, so a hostile document costs a bounded amount.
+	inst, source, err := s.jsonInstance(a.Data)
+	if err != nil {
+		return toolError(toolValidateJSON, err)
+	}
+	var res *validate.JSONResult
+	if a.SchemaName != nil {
+		res, err = s.validators.Validate(*a.SchemaName, inst)
+	} else {
+		res, err = s.validators.ValidateInline(a.Schema, inst)
+	}
+	switch {
+	case errors.Is(err, validate.ErrUnknownSchema):
+		return mcp.NewToolResultErrorf("%s: no schema named %q; registered schemas: %s",
+			toolValidateJSON, *a.SchemaName, strings.Join(s.validators.Names(), ", ")), nil
+	case errors.Is(err, validate.ErrInvalidSchema), errors.Is(err, validate.ErrRefNotAllowed):
+		return mcp.NewToolResultError(toolValidateJSON + ": the schema cannot be used: " + err.Error()), nil
+	case errors.Is(err, validate.ErrTooLarge), errors.Is(err, validate.ErrTooDeep),
+		errors.Is(err, validate.ErrUnsupportedValue):
+		// The validator names which of schema or data is over its limit.
+		return mcp.NewToolResultError(toolValidateJSON + ": " + err.Error()), nil
+	case err != nil:
+		return nil, fmt.Errorf("validating JSON: %w", err)
+	}
+	rep := jsonReport{Valid: res.Valid, Schema: res.Schema, Draft: res.Draft, Source: source, Errors: []jsonProblem{},
+		ErrorCount: res.ErrorCount, ErrorsTruncated: res.ErrorsTruncated}
+	for _, e := range res.Errors {
+		rep.Errors = append(rep.Errors, jsonProblem{InstanceLocation: e.InstanceLocation, KeywordLocation: e.KeywordLocation, Message: e.Message})
+	}
+	return structured(jsonReportText(rep), rep), nil
+}
+
+// jsonInstance turns the data argument into an instance: a string is JSON
+// text to parse, {"path": …} names a workspace file, anything else is the
+// value itself. Numbers keep their exact text throughout.
+func (s *Server) jsonInstance(data json.RawMessage) (inst any, source string, err error) {
+	var text []byte
+	switch data = bytes.TrimSpace(data); {
+	case len(data) > 0 && data[0] == '"':
+		var str string
+		if err := json.Unmarshal(data, &str); err != nil {
+			return nil, "", fmt.Errorf("%w: data: %w", errArgs, err)
+		}
+		text, source = []byte(str), "string"
+	case len(data) > 0 && data[0] == '{':
+		// SPEC §5 reserves {"path": "…"} (that one key, a string) for a
+		// workspace file; any other object is data.
+		var ref map[string]json.RawMessage
+		if err := json.Unmarshal(data, &ref); err == nil && len(ref) == 1 && ref["path"] != nil {
+			var path string
+			if err := json.Unmarshal(ref["path"], &path); err == nil {
+				text, err := s.readWhole(path, maxArgBytes)
+				if err != nil {
+					return nil, "", err
+				}
+				inst, err := validate.DecodeInstance(text, s.vlim)
+				if err != nil {
+					return nil, "", fmt.Errorf("%w: workspace file %q: %w", errArgs, path, err)
+				}
+				return inst, "workspace:" + path, nil
+			}
+		}
+		text, source = data, "value"
+	default:
+		text, source = data, "value"
+	}
+	inst, err = validate.DecodeInstance(text, s.vlim)
+	if err != nil {
+		if source == "string" {
+			return nil, "", fmt.Errorf("%w: data is a string, so it must hold JSON text: %w", errArgs, err)
+		}
+		return nil, "", fmt.Errorf("%w: data: %w", errArgs, err)
+	}
+	return inst, source, nil
+}
+
+// readWhole reads a workspace file of at most limit bytes. Reads go through
+// wsfs, which refuses paths and symlinks that leave the workspace.
+func (s *Server) readWhole(path string, limit int64) ([]byte, error) {
+	if s.ws == nil {
+		return nil, fmt.Errorf("%w: %s", errArgs, noWorkspace)
+	}
+	// One byte more than allowed tells "exactly the limit" from "over it".
+	data, size, err := s.ws.ReadFile(path, 0, limit+1)
+	if err != nil {
+		return nil, wsError(path, err)
+	}
+	if int64(len(data)) > limit || size > limit {
+		return nil, fmt.Errorf("%w: workspace file %q is %s; the limit is %s",
+			errArgs, path, record.FormatBytes(size), record.FormatBytes(limit))
+	}
+	return data, nil
+}
+
+// validateCSVArgs are validate_csv's arguments. Pointers tell "absent" from
+// the zero value, because absent options take the validator's defaults.
+type validateCSVArgs struct {
+	CSV        *string           `json:"csv,omitempty"`
+	Path       *string           `json:"path,omitempty"`
+	SchemaName *string           `json:"schema_name,omitempty"`
+	Columns    []validate.Column `json:"columns,omitempty"`
+	Delimiter  *string           `json:"delimiter,omitempty"`
+	Header     *bool             `json:"header,omitempty"`
+	MaxErrors  *int              `json:"max_errors,omitempty"`
+}
+
+// csvReport is validate_csv's structured content; as for JSON, invalid data
+// is a normal result.
+type csvReport struct {
+	Valid           bool         `json:"valid"`
+	Source          string       `json:"source"`
+	Schema          string       `json:"schema,omitempty"`
+	Rows            int64        `json:"rows"`
+	Columns         int          `json:"columns"`
+	Header          []string     `json:"header,omitempty"`
+	Errors          []csvProblem `json:"errors"`
+	ErrorCount      int64        `json:"error_count"`
+	ErrorsTruncated bool         `json:"errors_truncated"`
+}
+
+type csvProblem struct {
+	Row     int64  `json:"row"`
+	Column  string `json:"column,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// validateCSV serves validate_csv. A workspace file is streamed through the
+// validator in csvChunk pieces, so a 100 MB file costs one chunk and one
+// record of memory, plus the sets of unique columns.
+func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a validateCSVArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	if (a.CSV == nil) == (a.Path == nil) {
+		return mcp.NewToolResultError(toolValidateCSV + ": give exactly one of csv (the text) or path (a workspace file)"), nil
+	}
+	if a.SchemaName != nil && a.Columns != nil {
+		return mcp.NewToolResultError(toolValidateCSV + ": give schema_name or columns, not both"), nil
+	}
+	rep := csvReport{Errors: []csvProblem{}}
+	// Without schema_name or columns, a nil schema checks structure only:
+	// a header without duplicates and rows as wide as the header.
+	var schema *validate.CSVSchema
+	switch {
+	case a.SchemaName != nil:
+		sch, ok := s.validators.CSVSchema(*a.SchemaName)
+		if !ok {
+			return mcp.NewToolResultErrorf("%s: no CSV schema named %q", toolValidateCSV, *a.SchemaName), nil
+		}
+		schema, rep.Schema = sch, *a.SchemaName
+	case a.Columns != nil:
+		// Inline columns are strict: a column they do not list is an error.
+		schema = &validate.CSVSchema{Columns: a.Columns}
+		if err := schema.Validate(); err != nil {
+			return mcp.NewToolResultError(toolValidateCSV + ": columns: " + err.Error()), nil
+		}
+	}
+
+	opt := validate.DefaultCSVOptions()
+	// The schema caps the delimiter at one UTF-16 unit; check it is one
+	// rune that encoding/csv accepts, for a message better than its own.
+	if a.Delimiter != nil {
+		r, n := utf8.DecodeRuneInString(*a.Delimiter)
+		if n != len(*a.Delimiter) || r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
+			return mcp.NewToolResultErrorf("%s: delimiter must be one character other than a quote or newline, got %q", toolValidateCSV, *a.Delimiter), nil
+		}
+		opt.Delimiter = r
+	}
+	if a.Header != nil {
+		opt.Header = *a.Header
+	}
+	if a.MaxErrors != nil {
+		opt.MaxErrors = *a.MaxErrors
+	}
+
+	var in io.Reader
+	if a.CSV != nil {
+		in, rep.Source = strings.NewReader(*a.CSV), "csv"
+	} else {
+		if s.ws == nil {
+			return mcp.NewToolResultError(toolValidateCSV + ": " + noWorkspace), nil
+		}
+		// Fail early and clearly on a bad path instead of mid-stream.
+		if _, _, err := s.ws.ReadFile(*a.Path, 0, 1); err != nil {
+			return toolError(toolValidateCSV, wsError(*a.Path, err))
+		}
+		in, rep.Source = &wsReader{fs: s.ws, path: *a.Path}, "workspace:"+*a.Path
+	}
+	res, err := validate.ValidateCSV(ctx, in, schema, opt)
+	if err != nil {
+		var wr wsReadError
+		switch {
+		case errors.As(err, &wr):
+			return toolError(toolValidateCSV, wsError(*a.Path, wr.err))
+		case errors.Is(err, validate.ErrInvalidSchema), errors.Is(err, validate.ErrInvalidOption),
+			errors.Is(err, validate.ErrTooLarge):
+			return mcp.NewToolResultError(toolValidateCSV + ": " + err.Error()), nil
+		case ctx.Err() != nil:
+			return ctxErr(ctx, toolValidateCSV), nil
+		}
+		return nil, fmt.Errorf("validating CSV: %w", err)
+	}
+	rep.Valid, rep.Rows, rep.Columns, rep.Header = res.Valid, res.Rows, res.Columns, res.Header
+	rep.ErrorCount, rep.ErrorsTruncated = res.ErrorCount, res.ErrorsTruncated
+	for _, e := range res.Errors {
+		rep.Errors = append(rep.Errors, csvProblem{Row: e.Row, Column: e.Column, Code: e.Code, Message: e.Message})
+	}
+	return structured(csvText(rep), rep), nil
+}
+
+// jsonReportText is validate_json's text: the verdict first, then one line
+// per error with where it is and which keyword failed.
+func jsonReportText(rep jsonReport) string {
+	var b strings.Builder
+	name := "the inline schema"
+	if rep.Schema != "" {
+		name = fmt.Sprintf("schema %q", rep.Schema)
+	}
+	if rep.Valid {
+		fmt.Fprintf(&b, "valid: the data (%s) conforms to %s", rep.Source, name)
+	} else {
+		fmt.Fprintf(&b, "invalid: the data (%s) breaks %s in %d place(s)", rep.Source, name, rep.ErrorCount)
+		if rep.ErrorsTruncated {
+			fmt.Fprintf(&b, ", the first %d listed", len(rep.Errors))
+		}
+		b.WriteString(":")
+		for _, e := range rep.Errors {
+			loc := e.InstanceLocation
+			if loc == "" {
+				loc = "(root)"
+			}
+			fmt.Fprintf(&b, "\n  at %s [%s]: %s", loc, e.KeywordLocation, e.Message)
+		}
+	}
+	if rep.Draft != "" {
+		fmt.Fprintf(&b, "\n(JSON Schema draft %s)", rep.Draft)
+	}
+	return b.String()
+}
+
+// csvText is validate_csv's text: counts first, then one line per error.
+func csvText(rep csvReport) string {
+	var b strings.Builder
+	verdict := "valid"
+	if !rep.Valid {
+		verdict = "invalid"
+	}
+	fmt.Fprintf(&b, "%s: %d data rows, %d columns", verdict, rep.Rows, rep.Columns)
+	if len(rep.Header) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(rep.Header, ", "))
+	}
+	if rep.ErrorCount > 0 {
+		fmt.Fprintf(&b, "\n%d errors", rep.ErrorCount)
+		if rep.ErrorsTruncated {
+			fmt.Fprintf(&b, ", the first %d listed", len(rep.Errors))
+		}
+		b.WriteString(":")
+		for _, e := range rep.Errors {
+			fmt.Fprintf(&b, "\n  row %d", e.Row)
+			if e.Column != "" {
+				fmt.Fprintf(&b, ", column %q", e.Column)
+			}
+			fmt.Fprintf(&b, ": [%s] %s", e.Code, e.Message)
+		}
+	}
+	return b.String()
+}
+
+// wsReader streams a workspace file through wsfs in bounded chunks.
+type wsReader struct {
+	fs interface {
+		ReadFile(rel string, offset, length int64) ([]byte, int64, error)
+	}
+	path string
+	off  int64
+	buf  []byte
+}
+
+// wsReadError marks a failure of the workspace file under the CSV reader,
+// so that it is reported as the file's problem, not the CSV's.
+type wsReadError struct{ err error }
+
+func (e wsReadError) Error() string { return e.err.Error() }
+func (e wsReadError) Unwrap() error { return e.err }
+
+func (r *wsReader) Read(p []byte) (int, error) {
+	if len(r.buf) == 0 {
+		data, _, err := r.fs.ReadFile(r.path, r.off, csvChunk)
+		if err != nil {
+			return 0, wsReadError{err}
+		}
+		if len(data) == 0 {
+			return 0, io.EOF
+		}
+		r.off += int64(len(data))
+		r.buf = data
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}

@@ -1,0 +1,423 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/mcpserver/snapshot"
+	"github.com/pyjail/pyjail/mcpserver/wsfs"
+)
+
+// noWorkspace is the tool error of workspace tools on a server without one.
+const noWorkspace = "this server has no workspace; the operator starts it with `pyjail serve --workspace DIR` to enable run_sandbox_code and the workspace and snapshot tools"
+
+// noSnapshots is the tool error of snapshot tools without a snapshot store.
+const noSnapshots = "this server has no snapshot store; the operator starts it with `pyjail serve --snapshots DIR` to enable snapshots"
+
+// maxReadBytes caps one read_workspace_file call, so that a big file comes
+// back in pieces a model can handle.
+const maxReadBytes = 1 << 20
+
+// wsError turns a wsfs error into a tool error naming the path, or a host
+// error for anything that is not the caller's doing.
+func wsError(path string, err error) error {
+	switch {
+	case errors.Is(err, wsfs.ErrEscape):
+		return fmt.Errorf("%w: path %q is outside the workspace", errArgs, path)
+	case errors.Is(err, wsfs.ErrInvalidPath):
+		return fmt.Errorf("%w: path %q is not a valid workspace path: %w", errArgs, path, err)
+	case errors.Is(err, wsfs.ErrNotFound):
+		return fmt.Errorf("%w: no such file or directory in the workspace: %q", errArgs, path)
+	case errors.Is(err, wsfs.ErrNotRegular):
+		return fmt.Errorf("%w: %q is not a regular file", errArgs, path)
+	case errors.Is(err, wsfs.ErrTooLarge), errors.Is(err, wsfs.ErrInvalidRange):
+		return fmt.Errorf("%w: %q: %w", errArgs, path, err)
+	}
+	return fmt.Errorf("accessing workspace path %q: %w", path, err)
+}
+
+// writeFileArgs are write_workspace_file's arguments; Encoding is "utf-8"
+// (the default) or "base64", as the schema enforces.
+type writeFileArgs struct {
+	Path     string `json:"path"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// writeFile serves write_workspace_file. wsfs writes to a temporary file
+// and renames it, so a reader never sees half a file.
+func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a writeFileArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	if s.ws == nil {
+		return mcp.NewToolResultError(toolWriteFile + ": " + noWorkspace), nil
+	}
+	data := []byte(a.Content)
+	if a.Encoding == "base64" {
+		var err error
+		// Standard padded base64, as Python's base64.b64encode and JS's
+		// btoa produce; surrounding whitespace from copy and paste is fine.
+		if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(a.Content)); err != nil {
+			return mcp.NewToolResultErrorf("%s: content is not valid base64 (encoding=base64): %v", toolWriteFile, err), nil
+		}
+	}
+	// Shared, like a run: a write must not land in the middle of a restore.
+	s.wsMu.RLock()
+	defer s.wsMu.RUnlock()
+	fi, err := s.ws.WriteFile(a.Path, data)
+	if err != nil {
+		return toolError(toolWriteFile, wsError(a.Path, err))
+	}
+	return structured(fmt.Sprintf("wrote %s (%s, sha256 %s)", fi.Path, record.FormatBytes(fi.Size), fi.SHA256), fi), nil
+}
+
+// readFileArgs are read_workspace_file's arguments.
+type readFileArgs struct {
+	Path   string `json:"path"`
+	Offset int64  `json:"offset"`
+	Length *int64 `json:"length,omitempty"`
+}
+
+// fileChunk is read_workspace_file's structured content.
+type fileChunk struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Offset   int64  `json:"offset"`
+	Length   int    `json:"length"`
+	EOF      bool   `json:"eof"`
+	Encoding string `json:"encoding"`
+	Content  string `json:"content"`
+}
+
+// readFile serves read_workspace_file. Text that is valid UTF-8 comes back
+// as is, anything else as base64, and the structured content says which, so
+// a client can always reassemble the exact bytes.
+func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a readFileArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	if s.ws == nil {
+		return mcp.NewToolResultError(toolReadFile + ": " + noWorkspace), nil
+	}
+	length := int64(maxReadBytes)
+	if a.Length != nil {
+		length = min(*a.Length, maxReadBytes)
+	}
+	data, size, err := s.ws.ReadFile(a.Path, a.Offset, length)
+	if err != nil {
+		return toolError(toolReadFile, wsError(a.Path, err))
+	}
+	c := fileChunk{Path: a.Path, Size: size, Offset: a.Offset, Length: len(data), EOF: a.Offset+int64(len(data)) >= size}
+	if utf8.Valid(data) {
+		c.Encoding, c.Content = "utf-8", string(data)
+	} else {
+		c.Encoding, c.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	}
+	// A whole text file reads best bare; anything partial or binary gets a
+	// header saying what the model is looking at and how to go on.
+	text := c.Content
+	if c.Encoding == "base64" || !c.EOF || c.Offset > 0 {
+		text = fmt.Sprintf("%s: bytes %d to %d of %d (%s):\n%s", c.Path, c.Offset, c.Offset+int64(c.Length), c.Size, c.Encoding, c.Content)
+		if !c.EOF {
+			text += fmt.Sprintf("\n[more: call again with offset=%d]", c.Offset+int64(c.Length))
+		}
+	}
+	return structured(text, c), nil
+}
+
+// listFilesArgs are list_workspace_files' arguments; an empty Path lists
+// the whole workspace.
+type listFilesArgs struct {
+	Path string `json:"path"`
+}
+
+// fileEntry is one entry of list_workspace_files.
+type fileEntry struct {
+	Path    string    `json:"path"`
+	Type    string    `json:"type"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// fileList is list_workspace_files' structured content.
+type fileList struct {
+	Path      string      `json:"path"`
+	Entries   []fileEntry `json:"entries"`
+	Truncated bool        `json:"truncated"`
+}
+
+// listFiles serves list_workspace_files.
+func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a listFilesArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	if s.ws == nil {
+		return mcp.NewToolResultError(toolListFiles + ": " + noWorkspace), nil
+	}
+	rel := a.Path
+	if rel == "" {
+		rel = "."
+	}
+	entries, err := s.ws.List(rel)
+	// Past wsfs's cap the listing is partial, not failed: say so and show
+	// what there is.
+	truncated := errors.Is(err, wsfs.ErrTooManyEntries)
+	if err != nil && !truncated {
+		return toolError(toolListFiles, wsError(rel, err))
+	}
+	out := fileList{Path: rel, Entries: make([]fileEntry, 0, len(entries)), Truncated: truncated}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d entries under %s", len(entries), rel)
+	if truncated {
+		b.WriteString(" (too many to list all; list a subdirectory)")
+	}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, fileEntry{Path: e.Path, Type: e.Type, Size: e.Size, ModTime: e.ModTime.UTC()})
+		fmt.Fprintf(&b, "\n%-4s %10s  %s  %s", e.Type, record.FormatBytes(e.Size), e.ModTime.UTC().Format(time.RFC3339), e.Path)
+	}
+	return structured(b.String(), out), nil
+}
+
+// snapMeta is how the snapshot tools show a snapshot.
+type snapMeta struct {
+	ID          string `json:"id"`
+	CreatedAt   string `json:"created_at"`
+	Description string `json:"description"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	// Skipped names entries a snapshot cannot hold (symlinks, devices, …);
+	// a restore deletes them.
+	Skipped      []string `json:"skipped,omitempty"`
+	SkippedTotal int      `json:"skipped_total,omitempty"`
+}
+
+// toSnapMeta converts the store's Meta; times are RFC 3339 in UTC, the
+// ISO-8601 timestamp of SPEC §6.
+func toSnapMeta(m snapshot.Meta) snapMeta {
+	return snapMeta{ID: m.ID, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339Nano), Description: m.Description,
+		Files: m.Files, Bytes: m.Bytes, Skipped: m.Skipped, SkippedTotal: m.SkippedTotal}
+}
+
+// String is the one-line form used in the tools' text.
+func (m snapMeta) String() string {
+	s := fmt.Sprintf("%s  %s  %d files, %s", m.ID, m.CreatedAt, m.Files, record.FormatBytes(m.Bytes))
+	if m.Description != "" {
+		s += fmt.Sprintf("  %q", m.Description)
+	}
+	if m.SkippedTotal > 0 {
+		s += fmt.Sprintf("  (%d entries skipped: %s)", m.SkippedTotal, strings.Join(m.Skipped, ", "))
+	}
+	return s
+}
+
+// snapshots returns the store, or the tool error explaining its absence.
+func (s *Server) snapshots(tool string) (*snapshot.Store, *mcp.CallToolResult) {
+	switch {
+	case s.ws == nil:
+		return nil, mcp.NewToolResultError(tool + ": " + noWorkspace)
+	case s.snaps == nil:
+		return nil, mcp.NewToolResultError(tool + ": " + noSnapshots)
+	}
+	return s.snaps, nil
+}
+
+// snapError turns a snapshot error into a tool error when the caller can fix
+// it, and a host error otherwise.
+func snapError(tool, id string, err error) (*mcp.CallToolResult, error) {
+	switch {
+	case errors.Is(err, snapshot.ErrNotFound):
+		return mcp.NewToolResultErrorf("%s: no snapshot with id %q; list_state_snapshots shows the existing ids", tool, id), nil
+	case errors.Is(err, snapshot.ErrInvalidID):
+		return mcp.NewToolResultErrorf("%s: %q is not a snapshot id; ids are the UUIDs that create_state_snapshot returns", tool, id), nil
+	case errors.Is(err, snapshot.ErrTampered):
+		return mcp.NewToolResultErrorf("%s: snapshot %q was rejected because it is damaged or was tampered with: %v; the workspace was not changed", tool, id, err), nil
+	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
+		return mcp.NewToolResultErrorf("%s: %v", tool, err), nil
+	}
+	return toolError(tool, fmt.Errorf("%s %q: %w", strings.TrimSuffix(tool, "_state_snapshot"), id, err))
+}
+
+// createSnapshotArgs are create_state_snapshot's arguments.
+type createSnapshotArgs struct {
+	Description string `json:"description,omitempty"`
+}
+
+// createSnapshot serves create_state_snapshot.
+func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a createSnapshotArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	st, res := s.snapshots(toolCreateSnapshot)
+	if res != nil {
+		return res, nil
+	}
+	// Exclusive: a snapshot taken while a run writes would hold half of
+	// what the run did.
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	m, err := st.Create(ctx, a.Description)
+	switch {
+	case errors.Is(err, snapshot.ErrTooMany):
+		return mcp.NewToolResultErrorf("%s: %v; delete old ones with delete_state_snapshot", toolCreateSnapshot, err), nil
+	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
+		return mcp.NewToolResultErrorf("%s: %v", toolCreateSnapshot, err), nil
+	case err != nil:
+		return nil, fmt.Errorf("creating snapshot: %w", err)
+	}
+	sm := toSnapMeta(m)
+	return structured("created snapshot "+sm.String(), sm), nil
+}
+
+// snapshotList is list_state_snapshots' structured content, newest first.
+type snapshotList struct {
+	Snapshots []snapMeta `json:"snapshots"`
+}
+
+// listSnapshots serves list_state_snapshots. Listing reads only the store,
+// so it takes no workspace lock.
+func (s *Server) listSnapshots(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct{}
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	st, res := s.snapshots(toolListSnapshots)
+	if res != nil {
+		return res, nil
+	}
+	metas, err := st.List()
+	if err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	out := snapshotList{Snapshots: make([]snapMeta, 0, len(metas))}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d snapshot(s), newest first", len(metas))
+	for _, m := range metas {
+		sm := toSnapMeta(m)
+		out.Snapshots = append(out.Snapshots, sm)
+		b.WriteString("\n" + sm.String())
+	}
+	return structured(b.String(), out), nil
+}
+
+// snapshotIDArgs are the arguments of restore, delete and diff. The id is
+// checked by the store, which rejects anything but a canonical UUID before
+// it is used in a path.
+type snapshotIDArgs struct {
+	SnapshotID string `json:"snapshot_id"`
+}
+
+// restoreReport is restore_state_snapshot's structured content; unchanged
+// files are counted, not listed, since that list is usually the long one.
+type restoreReport struct {
+	Snapshot  snapMeta `json:"snapshot"`
+	Written   []string `json:"written"`
+	Deleted   []string `json:"deleted"`
+	Unchanged int      `json:"unchanged"`
+}
+
+// restoreSnapshot serves restore_state_snapshot. The store makes the
+// restore all-or-nothing; the lock here makes it atomic for the server's
+// own runs and writes too.
+func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a snapshotIDArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	st, res := s.snapshots(toolRestoreSnapshot)
+	if res != nil {
+		return res, nil
+	}
+	// Exclusive: no run or file write may see or touch a workspace that is
+	// being restored.
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	r, err := st.Restore(ctx, a.SnapshotID)
+	if err != nil {
+		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
+	}
+	out := restoreReport{Snapshot: toSnapMeta(r.Meta), Written: nonNil(r.Written), Deleted: nonNil(r.Deleted), Unchanged: len(r.Unchanged)}
+	text := fmt.Sprintf("restored snapshot %s: %d file(s) written, %d deleted, %d unchanged",
+		out.Snapshot.ID, len(out.Written), len(out.Deleted), out.Unchanged)
+	text += listLine("written", out.Written) + listLine("deleted", out.Deleted)
+	return structured(text, out), nil
+}
+
+// deleteSnapshot serves delete_state_snapshot. It leaves the workspace
+// alone, so it needs no workspace lock.
+func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a snapshotIDArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	st, res := s.snapshots(toolDeleteSnapshot)
+	if res != nil {
+		return res, nil
+	}
+	if err := st.Delete(a.SnapshotID); err != nil {
+		return snapError(toolDeleteSnapshot, a.SnapshotID, err)
+	}
+	return structured("deleted snapshot "+a.SnapshotID, map[string]any{"deleted": a.SnapshotID}), nil
+}
+
+// diffReport is diff_state_snapshot's structured content.
+type diffReport struct {
+	ID        string   `json:"snapshot_id"`
+	Added     []string `json:"added"`
+	Removed   []string `json:"removed"`
+	Modified  []string `json:"modified"`
+	Unchanged int      `json:"unchanged"`
+}
+
+// diffSnapshot serves diff_state_snapshot.
+func (s *Server) diffSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a snapshotIDArgs
+	if res := s.args(req, &a); res != nil {
+		return res, nil
+	}
+	st, res := s.snapshots(toolDiffSnapshot)
+	if res != nil {
+		return res, nil
+	}
+	// Shared: the diff may overlap runs, but not a restore.
+	s.wsMu.RLock()
+	defer s.wsMu.RUnlock()
+	d, err := st.Diff(ctx, a.SnapshotID)
+	if err != nil {
+		return snapError(toolDiffSnapshot, a.SnapshotID, err)
+	}
+	out := diffReport{ID: a.SnapshotID, Added: nonNil(d.Added), Removed: nonNil(d.Removed), Modified: nonNil(d.Modified), Unchanged: d.Unchanged}
+	text := fmt.Sprintf("workspace vs snapshot %s: %d added, %d removed, %d modified, %d unchanged",
+		a.SnapshotID, len(out.Added), len(out.Removed), len(out.Modified), out.Unchanged)
+	text += listLine("added", out.Added) + listLine("removed", out.Removed) + listLine("modified", out.Modified)
+	return structured(text, out), nil
+}
+
+// nonNil keeps empty lists as [] in JSON, which clients iterate without a
+// null check.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// listLine renders one labelled list of paths for a tool's text.
+func listLine(label string, paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	return "\n" + label + ": " + strings.Join(paths, ", ")
+}
