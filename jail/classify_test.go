@@ -115,8 +115,8 @@ func TestCappedBuffer(t *testing.T) {
 		want      string
 		truncated bool
 	}{
-		"fits":      {limit: 16, writes: []string{"hello ", "world"}, want: "hello world"},
-		"exactly":   {limit: 4, writes: []string{"abcd"}, want: "abcd"},
+		"fits":    {limit: 16, writes: []string{"hello ", "world"}, want: "hello world"},
+		"exactly": {limit: 4, writes: []string{"abcd"}, want: "abcd"},
 		"prefix and suffix": {
 			limit: 8, writes: []string{"0123456789", "abcdef"},
 			want: "012345\n... [pyjail: omitted 8 bytes of output] ...\nef", truncated: true,
