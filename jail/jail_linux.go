@@ -369,7 +369,9 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	boot := pyrunner.Boot{
 		Layer:             string(prof.Python),
 		Preload:           preload,
-		AddressSpaceBytes: cfg.Cgroups.Resources.Memory,
+		// Twice the memory limit: room for OpenBLAS buffers and thread
+		// stacks, while a single allocation beyond it is a MemoryError.
+		AddressSpaceBytes: 2 * cfg.Cgroups.Resources.Memory,
 		ValueBytes:        64 << 10,
 		ImageBytes:        4 << 20,
 		Landlock:          j.cfg.Policy.Seccomp.Landlock && j.host.LandlockABI > 0,

@@ -31,9 +31,11 @@ type Boot struct {
 	Layer string `json:"layer"`
 	// Preload lists modules to import before signalling readiness.
 	Preload []string `json:"preload,omitempty"`
-	// AddressSpaceBytes is the RLIMIT_AS the runner sets on itself right
-	// before running the code, so large allocations raise MemoryError; 0
-	// sets none.
+	// AddressSpaceBytes is the headroom above the runner's current mapped
+	// size (VmSize) that it allows itself with RLIMIT_AS right before the
+	// code runs, so that one huge allocation raises MemoryError; 0 sets no
+	// limit. It is headroom, not an absolute size, because a warm runner
+	// may already map more than the memory limit after preloading.
 	AddressSpaceBytes int64 `json:"address_space_bytes,omitempty"`
 	// Workspace is the in-jail workspace path, or "" for none.
 	Workspace string `json:"workspace,omitempty"`
@@ -45,7 +47,8 @@ type Boot struct {
 	// kernel supports it.
 	Landlock bool `json:"landlock"`
 	// Policy is the Python-layer policy (deny-list, builtins, AST rules),
-	// as rendered by package policy.
+	// as returned by policy.PythonPolicy for Layer. The runner refuses to
+	// run code in "calc" or "workspace" without it (fail closed).
 	Policy map[string]any `json:"policy,omitempty"`
 }
 
@@ -60,8 +63,13 @@ type Message struct {
 	Type  string `json:"type"`
 	Reply *Reply `json:"reply,omitempty"`
 	// Landlock reports the Landlock state after boot, e.g. "active (ABI 4)"
-	// or "unavailable: ...".
+	// or "unavailable: ...". Empty when Boot.Landlock was false.
 	Landlock string `json:"landlock,omitempty"`
+	// Error, in a ready message, means the runner refused its Boot (an
+	// unknown layer, or a restricted layer without Policy). It still reads
+	// the Exec and answers it with StatusInternal, so a supervisor that
+	// ignores Error fails closed.
+	Error string `json:"error,omitempty"`
 }
 
 // Reply statuses.
@@ -85,5 +93,7 @@ type Reply struct {
 	Message        string             `json:"message,omitempty"`
 	Rejections     []record.Rejection `json:"rejections,omitempty"`
 	Images         []record.Image     `json:"images,omitempty"`
-	ExitCode       int                `json:"exit_code"`
+	// ImagesTruncated reports that figures were dropped at Boot.ImageBytes.
+	ImagesTruncated bool `json:"images_truncated,omitempty"`
+	ExitCode        int  `json:"exit_code"`
 }

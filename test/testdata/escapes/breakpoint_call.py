@@ -1,0 +1,3 @@
+# threat: breakpoint() starts pdb
+# expect: rejected PJ006
+breakpoint()

@@ -1,0 +1,3 @@
+# threat: __builtins__ name
+# expect: rejected PJ004
+print("ESCAPED", __builtins__)

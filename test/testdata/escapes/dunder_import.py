@@ -1,0 +1,3 @@
+# threat: __import__ called directly
+# expect: rejected PJ004
+__import__("os").system("echo ESCAPED")

@@ -1,0 +1,3 @@
+# threat: eval of a string
+# expect: rejected PJ001
+print("ESCAPED", eval("1+1"))

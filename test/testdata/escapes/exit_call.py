@@ -1,0 +1,3 @@
+# threat: exit() from site
+# expect: rejected PJ006
+exit(0)

@@ -1,0 +1,3 @@
+# threat: locals() at module level
+# expect: rejected PJ006
+print("ESCAPED", locals())

@@ -1,0 +1,4 @@
+# threat: relative import
+# expect: rejected PJ003
+from . import runner
+print("ESCAPED")

@@ -1,0 +1,3 @@
+# threat: vars() hands out namespaces
+# expect: rejected PJ006
+print("ESCAPED", vars())
