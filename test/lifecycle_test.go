@@ -107,7 +107,7 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 	bin := pyjailBinary(t)
 	cfgFile := filepath.Join(t.TempDir(), "config.json")
 	stateDir := "/run/pyjail-test-killed"
-	cfgJSON := fmt.Sprintf(`{"state_dir": %q, "cgroup_parent": "/pyjail-test-killed"}`, stateDir)
+	cfgJSON := fmt.Sprintf(`{"state_dir": %q, "cgroup_parent": "/pyjail-test-killed", "id_map": {"host_id": 210000000, "size": 65536, "sandbox_id": 1000}}`, stateDir)
 	if err := os.WriteFile(cfgFile, []byte(cfgJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,9 @@ func sharedEnv(t testing.TB) *testEnv {
 		cfg.StateDir = "/run/pyjail-test"
 		cfg.CgroupParent = "/pyjail-test"
 		cfg.MaxConcurrent = 8
+		// A uid range of their own, so the checks for leftover sandbox
+		// processes never see the jails of a server running beside them.
+		cfg.IDMap.HostID = 210_000_000
 		layout, err := testRootfs(cfg)
 		if err != nil {
 			envErr = err

@@ -114,7 +114,7 @@ print(sorted(f for f in os.listdir("/tmp") if f.startswith("m")))
 				return
 			}
 			if got, want := strings.TrimSpace(res.Stdout), fmt.Sprintf("['m%d']", i); got != want {
-				t.Errorf("run %d saw %s, want %s", i, got, want)
+				t.Errorf("run %d saw %s, want %s\n%s", i, got, want, describe(res))
 			}
 		})
 	}
