@@ -26,16 +26,24 @@ func (inst *instance) manager() (cgroups.Manager, error) {
 	return manager.New(cfg.Cgroups)
 }
 
-func (inst *instance) cpuUsage() uint64 {
+// stats reads the container's cgroup statistics; nil when unreadable.
+func (inst *instance) stats() *cgroups.Stats {
 	m, err := inst.manager()
 	if err != nil {
-		return 0
+		return nil
 	}
 	st, err := m.GetStats()
 	if err != nil {
-		return 0
+		return nil
 	}
-	return st.CpuStats.CpuUsage.TotalUsage
+	return st
+}
+
+func (inst *instance) cpuUsage() uint64 {
+	if st := inst.stats(); st != nil {
+		return st.CpuStats.CpuUsage.TotalUsage
+	}
+	return 0
 }
 
 // readCounters reads OOM kills, peak memory and CPU time. Missing files
@@ -60,15 +68,10 @@ func (inst *instance) readCounters() counters {
 
 // memoryUsage is the memory currently charged to the container's cgroup.
 func (inst *instance) memoryUsage() int64 {
-	m, err := inst.manager()
-	if err != nil {
-		return 0
+	if st := inst.stats(); st != nil {
+		return int64(st.MemoryStats.Usage.Usage)
 	}
-	st, err := m.GetStats()
-	if err != nil {
-		return 0
-	}
-	return int64(st.MemoryStats.Usage.Usage)
+	return 0
 }
 
 // resetCounters makes a warm jail's counters start at the moment its code
