@@ -367,8 +367,8 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	go readMessages(ctlR, inst.messages)
 
 	boot := pyrunner.Boot{
-		Layer:             string(prof.Python),
-		Preload:           preload,
+		Layer:   string(prof.Python),
+		Preload: preload,
 		// Twice the memory limit: room for OpenBLAS buffers and thread
 		// stacks, while a single allocation beyond it is a MemoryError.
 		AddressSpaceBytes: 2 * cfg.Cgroups.Resources.Memory,
