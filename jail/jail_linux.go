@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -72,6 +73,7 @@ type Jail struct {
 	runnerDir     string
 	seccomp       *configs.Seccomp
 	slots         chan struct{}
+	teardowns     sync.WaitGroup
 }
 
 // New prepares a Jail: it checks the host, writes the runner, compiles the
@@ -146,9 +148,15 @@ func installRunner(stateDir string) (string, error) {
 		return "", fmt.Errorf("installing runner: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.WriteFile(filepath.Join(tmp, pyrunner.FileName), pyrunner.Source, 0o444); err != nil {
+	src := filepath.Join(tmp, pyrunner.FileName)
+	if err := os.WriteFile(src, pyrunner.Source, 0o444); err != nil {
 		return "", fmt.Errorf("writing runner: %w", err)
 	}
+	// Precompile the runner: the jail's root is read-only and Python runs
+	// with -B, so without a cached .pyc every jail would compile the
+	// runner's source again (tens of ms). The host's interpreter writes
+	// it; a jail whose Python has another version tag ignores it.
+	compileRunner(src)
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("chmod runner dir: %w", err)
 	}
@@ -159,6 +167,28 @@ func installRunner(stateDir string) (string, error) {
 		return "", fmt.Errorf("installing runner %q: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// compileRunner writes the runner's bytecode next to it with an unchecked
+// hash: the directory is content-addressed, so source and bytecode always
+// match, and Python skips the source check at every start.
+func compileRunner(src string) {
+	const script = `import importlib.util, py_compile, sys
+src = sys.argv[1]
+py_compile.compile(src, cfile=importlib.util.cache_from_source(src), dfile=sys.argv[2], doraise=True,
+                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)`
+	cmd := exec.Command("/usr/bin/python3", "-I", "-c", script, src, pyrunner.Path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		// Not fatal: the jail compiles the source itself, only slower.
+		_ = out
+		return
+	}
+	_ = filepath.Walk(filepath.Dir(src), func(p string, fi fs.FileInfo, err error) error {
+		if err == nil {
+			_ = os.Chmod(p, fi.Mode().Perm()&^0o222|0o444)
+		}
+		return nil
+	})
 }
 
 // Run executes req in a fresh jail and returns its record. Outcomes of the
@@ -184,7 +214,6 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Pro
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free jail slot: %w", ctx.Err())
 	}
-	defer func() { <-j.slots }()
 
 	timeout, _ := prof.Limits.ClampTimeout(req.Timeout)
 	var inst *instance
@@ -194,16 +223,30 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Pro
 	warm := inst != nil
 	if !warm {
 		if inst, err = j.start(ctx, prof, req, timeout, nil); err != nil {
+			<-j.slots
 			return nil, err
 		}
 	}
-	defer inst.destroy()
 	res, err := inst.exec(ctx, req.Code, timeout)
 	if res != nil {
 		res.Warm = warm
 	}
+	// Teardown happens after the answer: killing the jail and freeing its
+	// memory takes milliseconds the caller need not wait for. The slot is
+	// held until the jail is gone, so dying jails still count against the
+	// concurrency limit.
+	j.teardowns.Add(1)
+	go func() {
+		defer j.teardowns.Done()
+		inst.destroy()
+		<-j.slots
+	}()
 	return res, err
 }
+
+// Wait blocks until every finished run's jail is destroyed. Servers call
+// it on shutdown; tests call it before looking for leftovers.
+func (j *Jail) Wait() { j.teardowns.Wait() }
 
 // instance is one started container whose runner waits for its code. It
 // serves exactly one exec and is then destroyed.
@@ -432,7 +475,10 @@ func readMessages(r *os.File, out chan<- message) {
 	for sc.Scan() {
 		var m pyrunner.Message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			out <- message{err: fmt.Errorf("decoding runner message: %w", err)}
+			select {
+			case out <- message{err: fmt.Errorf("decoding runner message: %w", err)}:
+			default:
+			}
 			return
 		}
 		select {
@@ -442,11 +488,15 @@ func readMessages(r *os.File, out chan<- message) {
 			// protocol; drop the surplus rather than block.
 		}
 	}
+	final := message{err: io.EOF}
 	if err := sc.Err(); err != nil {
-		out <- message{err: fmt.Errorf("reading runner messages: %w", err)}
-		return
+		final = message{err: fmt.Errorf("reading runner messages: %w", err)}
 	}
-	out <- message{err: io.EOF}
+	// Never block: nobody reads after the run is over.
+	select {
+	case out <- final:
+	default:
+	}
 }
 
 // exec sends the code, enforces the deadline and builds the result.
@@ -473,23 +523,59 @@ func (inst *instance) exec(ctx context.Context, code string, timeout time.Durati
 	defer timer.Stop()
 	var (
 		done     waitDone
+		exited   bool
+		reply    *pyrunner.Reply
 		timedOut bool
 		flooded  bool
 		ctxErr   error
+		// outputsDone is armed once the runner has replied: the run is
+		// over when its output streams reach EOF too. The runner closes
+		// them before replying; a child that still holds them keeps the
+		// run going until the jail exits.
+		outputsDone <-chan struct{}
 	)
-	select {
-	case done = <-inst.exited:
-	case <-timer.C:
-		timedOut = true
-	case <-inst.flooded:
-		flooded = true
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	outputs := make(chan struct{})
+	go func() { inst.drained.Wait(); close(outputs) }()
+	messages := inst.messages
+wait:
+	for {
+		select {
+		case done = <-inst.exited:
+			exited = true
+			break wait
+		case m := <-messages:
+			if m.err != nil {
+				messages = nil // EOF or garbage: the exit decides now
+				continue
+			}
+			if m.msg.Type == "reply" && reply == nil {
+				reply = m.msg.Reply
+				// Returning before the exit spares the caller the kernel's
+				// teardown of a large address space (tens of ms with the
+				// scientific stack loaded). Workspace runs still wait, so
+				// no process can touch the workspace after its scan.
+				if inst.ws == "" {
+					outputsDone = outputs
+				}
+			}
+		case <-outputsDone:
+			break wait
+		case <-timer.C:
+			timedOut = true
+			break wait
+		case <-inst.flooded:
+			flooded = true
+			break wait
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
+		}
 	}
 	if timedOut || flooded || ctxErr != nil {
 		// SIGKILL to the pid namespace's init kills every process in it.
 		_ = inst.c.Signal(unix.SIGKILL)
 		done = <-inst.exited
+		exited = true
 	}
 	wall := time.Since(start)
 	inst.drainOutput()
@@ -507,10 +593,15 @@ func (inst *instance) exec(ctx context.Context, code string, timeout time.Durati
 			Stderr: inst.stderr.Truncated(),
 		},
 	}
-	exitCode, sig := exitStatus(done.state)
-	res.ExitCode, res.Signal = exitCode, sig
-
-	reply := inst.awaitReply()
+	if exited {
+		res.ExitCode, res.Signal = exitStatus(done.state)
+		if reply == nil {
+			reply = inst.awaitReply()
+		}
+	} else {
+		// The runner exits with the status it reported, right after.
+		res.ExitCode = reply.ExitCode
+	}
 	counters := inst.readCounters()
 	res.CPUMS = int64(counters.cpuNS-min(counters.cpuNS, inst.cpuAtReady)) / 1e6
 	res.PeakMemoryBytes = int64(counters.peakBytes)

@@ -207,7 +207,7 @@ func (p *Pool) overBudgetLocked(set *warmSet) bool {
 }
 
 // Close stops refilling and destroys every idle jail. It waits for jails
-// being booted to finish booting and destroys them too.
+// being booted to finish booting, and for the teardown of finished runs.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -230,6 +230,7 @@ func (p *Pool) Close() error {
 		wg.Go(inst.destroy)
 	}
 	wg.Wait()
+	p.j.Wait()
 	return nil
 }
 

@@ -46,6 +46,7 @@ func TestManyRunsLeaveNothing(t *testing.T) {
 			t.Fatalf("run %d (%q): verdict %s, want %s\n%s", i, firstLine(c.code), res.Verdict, c.verdict, describe(res))
 		}
 	}
+	e.jail.Wait()
 	assertNoSandboxProcesses(t, e)
 	if left := leftovers(e); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)

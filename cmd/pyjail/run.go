@@ -73,6 +73,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Workspace:   *workspace,
 	}
 	res, err := j.Run(ctx, req)
+	// The jail is torn down after the answer; wait for it before exiting.
+	j.Wait()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyjail run: %v\n", err)
 		return exitInternal

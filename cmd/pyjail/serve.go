@@ -55,6 +55,9 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
 		return exitInternal
 	}
+	// Deferred first, so it runs last: after the pool is closed, wait for
+	// every jail's teardown.
+	defer j.Wait()
 	var runner mcpserver.Runner = j
 	if !*noWarm {
 		pool := jail.NewPool(j, *workspace)

@@ -1210,6 +1210,14 @@ def main():
         sys.stderr.flush()
     except Exception:
         pass
+    # Close the output streams before replying: the supervisor answers once
+    # it has the reply and EOF on both, without waiting for the kernel to
+    # tear down this process's memory.
+    for fd in (1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     # The hook stays on until os._exit: a __del__ of the user's that the
     # garbage collector runs now must not find it off.
     _send(cout, {"type": "reply", "reply": reply})
