@@ -16,6 +16,28 @@
 //     and the Python, matplotlib and fontconfig configuration;
 //  5. validate the result.
 //
+// Building a debian rootfs (Build, as root) takes these steps, in this
+// order, in a temporary sibling of the target directory:
+//  1. skip the build if the target holds a tree of the same recipe (suite,
+//     sources, package lists, RecipeVersion) that passes VerifyMetadata;
+//  2. bootstrap the Essential set plus the packages with mmdebstrap (or
+//     debootstrap) from the host's apt sources, documentation excluded;
+//  3. read the package database;
+//  4. drop the packages only compilers or a display need (DefaultDrop)
+//     and everything only they pulled in, then refresh the loader cache;
+//  5. prune package-manager state, documentation, translations, pip and
+//     the libraries' test suites;
+//  6. write /etc as for the host rootfs and create every mountpoint;
+//  7. import the scientific stack as the sandbox user;
+//  8. harden: remove device nodes, setuid/setgid bits, file capabilities
+//     and every group or world write bit; make everything world-readable;
+//  9. validate, and check that nothing is writable by the jail's host ids;
+//  10. hash the tree and write the manifest and tree listing;
+//  11. exchange the new tree with the old one atomically, remove the old.
+//
+// Verify rehashes a built tree and names what changed; OpenDebian, which
+// servers call at startup, compares metadata only (see VerifyMode).
+//
 // The package describes mounts as data; it performs no mount system calls
 // and never imports libcontainer: package jail turns a Layout into mounts.
 package rootfs

@@ -9,9 +9,6 @@ import (
 	"strings"
 )
 
-// ErrInvalid wraps every rootfs validation failure.
-var ErrInvalid = errors.New("invalid rootfs")
-
 // Check is one named validation of a Layout.
 type Check struct {
 	Name string
@@ -26,7 +23,27 @@ func Checks() []Check {
 		{"mountpoints", checkMountpoints},
 		{"binds", checkBinds},
 		{"python", checkPython},
+		{checkNameManifest, checkManifest},
 	}
+}
+
+// checkNameManifest names the check that a debian rootfs has a manifest.
+const checkNameManifest = "manifest"
+
+// checkManifest requires a debian rootfs to carry a readable manifest and
+// no binds: it is self-contained, and Verify compares it with the manifest.
+func checkManifest(l *Layout) error {
+	if l.Kind != KindDebian {
+		return nil
+	}
+	var errs []error
+	if len(l.Binds) > 0 {
+		errs = append(errs, fmt.Errorf("a debian rootfs has no binds, got %d", len(l.Binds)))
+	}
+	if _, err := ReadManifest(l.Root); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Validate runs every check on l and joins all failures.
