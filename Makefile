@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: build test unit integration e2e lint bench clean
+.PHONY: build test e2e lint lint-full bench clean
 
 build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/pyjail ./cmd/pyjail
@@ -24,6 +24,14 @@ e2e: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags $(TAGS) ./...
+
+# The full linter set of .golangci.yml (errorlint, forbidigo, gofumpt,
+# gochecknoinits, ...). Installing golangci-lint compiles it from source,
+# which takes minutes, so CI runs the quick `lint` and this runs on demand.
+GOLANGCI_LINT ?= $(shell go env GOPATH)/bin/golangci-lint
+lint-full:
+	@test -x $(GOLANGCI_LINT) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+	$(GOLANGCI_LINT) run ./...
 
 bench: build
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 20x -count 1 ./test/

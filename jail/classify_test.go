@@ -72,8 +72,10 @@ func TestClassify(t *testing.T) {
 		},
 		"rejected": {
 			res: record.Result{ExitCode: 1},
-			in: classifyInput{reply: &pyrunner.Reply{Status: pyrunner.StatusRejected,
-				Rejections: []record.Rejection{{Rule: "PJ003", Message: "import of os is blocked", Line: 1, Col: 0}}}},
+			in: classifyInput{reply: &pyrunner.Reply{
+				Status:     pyrunner.StatusRejected,
+				Rejections: []record.Rejection{{Rule: "PJ003", Message: "import of os is blocked", Line: 1, Col: 0}},
+			}},
 			wantVerdict: record.VerdictRejected, wantMsg: "PJ003 at line 1 col 0: import of os is blocked", wantErr: ErrRejected,
 		},
 		"runner died without reply": {

@@ -104,8 +104,12 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 		Readonlyfs: true,
 		Hostname:   "sandbox",
 		Namespaces: configs.Namespaces{
-			{Type: configs.NEWUSER}, {Type: configs.NEWNS}, {Type: configs.NEWPID},
-			{Type: configs.NEWNET}, {Type: configs.NEWIPC}, {Type: configs.NEWUTS},
+			{Type: configs.NEWUSER},
+			{Type: configs.NEWNS},
+			{Type: configs.NEWPID},
+			{Type: configs.NEWNET},
+			{Type: configs.NEWIPC},
+			{Type: configs.NEWUTS},
 			{Type: configs.NEWCGROUP},
 		},
 		UIDMappings: []configs.IDMap{{ContainerID: 0, HostID: int64(ids.HostID), Size: int64(ids.Size)}},
@@ -147,7 +151,7 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 		// Without swap accounting the kernel has no memsw (v1) or
 		// swap.max (v2) file to write; the host's swap setting governs,
 		// and doctor reports it.
-		cfg.Cgroups.Resources.MemorySwap = 0
+		cfg.Cgroups.MemorySwap = 0
 	}
 	return cfg, nil
 }

@@ -50,7 +50,7 @@ func (inst *instance) cpuUsage() uint64 {
 // read as zero: a counter we cannot read must not invent a verdict.
 func (inst *instance) readCounters() counters {
 	cfg := inst.c.Config()
-	c := counters{memoryLimit: cfg.Cgroups.Resources.Memory}
+	c := counters{memoryLimit: cfg.Cgroups.Memory}
 	m, err := inst.manager()
 	if err != nil {
 		inst.j.log.Warn("opening cgroup", logKeyID, inst.id, "err", err)

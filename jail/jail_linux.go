@@ -414,7 +414,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		Preload: preload,
 		// Twice the memory limit: room for OpenBLAS buffers and thread
 		// stacks, while a single allocation beyond it is a MemoryError.
-		AddressSpaceBytes: 2 * cfg.Cgroups.Resources.Memory,
+		AddressSpaceBytes: 2 * cfg.Cgroups.Memory,
 		ValueBytes:        64 << 10,
 		ImageBytes:        4 << 20,
 		Landlock:          j.cfg.Policy.Seccomp.Landlock && j.host.LandlockABI > 0,

@@ -99,7 +99,7 @@ func drain(r io.Reader, b *cappedBuffer, floodLimit int64, flood func()) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			b.Write(buf[:n])
+			_, _ = b.Write(buf[:n]) // never fails
 			if !signalled && b.Total() > floodLimit {
 				signalled = true
 				flood()

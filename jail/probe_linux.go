@@ -5,12 +5,13 @@ package jail
 import (
 	"bytes"
 	"fmt"
-	"github.com/pyjail/pyjail/policy"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pyjail/pyjail/policy"
 
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 	"golang.org/x/sys/unix"
@@ -27,14 +28,20 @@ func Probe() policy.HostReport {
 	add := func(l policy.Layer) { h.Layers = append(h.Layers, l) }
 
 	root := os.Geteuid() == 0
-	add(policy.Layer{Name: "root", Required: true, Active: root,
+	add(policy.Layer{
+		Name: "root", Required: true, Active: root,
 		Detail: fmt.Sprintf("euid %d", os.Geteuid()),
-		Fix:    "run pyjail as root (for example as a systemd service); it drops every privilege inside the jail"})
+		Fix:    "run pyjail as root (for example as a systemd service); it drops every privilege inside the jail",
+	})
 
 	maxUserNS := readInt("/proc/sys/user/max_user_namespaces")
 	for _, ns := range []struct{ name, file string }{
-		{"user_namespace", "user"}, {"mount_namespace", "mnt"}, {"pid_namespace", "pid"},
-		{"net_namespace", "net"}, {"ipc_namespace", "ipc"}, {"uts_namespace", "uts"},
+		{"user_namespace", "user"},
+		{"mount_namespace", "mnt"},
+		{"pid_namespace", "pid"},
+		{"net_namespace", "net"},
+		{"ipc_namespace", "ipc"},
+		{"uts_namespace", "uts"},
 		{"cgroup_namespace", "cgroup"},
 	} {
 		_, err := os.Stat("/proc/self/ns/" + ns.file)
@@ -62,9 +69,11 @@ func Probe() policy.HostReport {
 		}
 		add(l)
 	}
-	add(policy.Layer{Name: "swap_accounting", Required: false, Active: h.SwapAccounting,
+	add(policy.Layer{
+		Name: "swap_accounting", Required: false, Active: h.SwapAccounting,
 		Detail: "memory limit also caps swap when active",
-		Fix:    "boot with swapaccount=1 (v1) or enable memory.swap.max (v2), or run without swap"})
+		Fix:    "boot with swapaccount=1 (v1) or enable memory.swap.max (v2), or run without swap",
+	})
 
 	_, kernelSeccomp := os.Stat("/proc/sys/kernel/seccomp/actions_avail")
 	scLayer := policy.Layer{Name: "seccomp", Required: true, Active: seccomp.Enabled && kernelSeccomp == nil}

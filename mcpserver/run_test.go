@@ -40,8 +40,10 @@ func TestRunTools(t *testing.T) {
 		"exception": {
 			tool: toolRunPython,
 			args: map[string]any{"code": "1/0", "timeout": 2},
-			result: &record.Result{Verdict: record.VerdictError, Profile: record.ProfileCalc, ExitCode: 1, Exception: "ZeroDivisionError",
-				Stderr: "Traceback (most recent call last):\nZeroDivisionError: division by zero\n"},
+			result: &record.Result{
+				Verdict: record.VerdictError, Profile: record.ProfileCalc, ExitCode: 1, Exception: "ZeroDivisionError",
+				Stderr: "Traceback (most recent call last):\nZeroDivisionError: division by zero\n",
+			},
 			isError:     true,
 			wantText:    []string{"error: the code raised ZeroDivisionError", "stderr:\nTraceback", "division by zero"},
 			wantTimeout: 2 * time.Second,
@@ -49,8 +51,10 @@ func TestRunTools(t *testing.T) {
 		"memory limit message": {
 			tool: toolRunPython,
 			args: map[string]any{"code": "x = ' ' * 10**10"},
-			result: &record.Result{Verdict: record.VerdictMemoryLimit, Profile: record.ProfileCalc, Signal: "SIGKILL",
-				Message: "memory limit of 256 MiB exceeded (peak 256 MiB)"},
+			result: &record.Result{
+				Verdict: record.VerdictMemoryLimit, Profile: record.ProfileCalc, Signal: "SIGKILL",
+				Message: "memory limit of 256 MiB exceeded (peak 256 MiB)",
+			},
 			isError:     true,
 			wantText:    []string{"memory_limit: memory limit of 256 MiB exceeded (peak 256 MiB)"},
 			wantTimeout: 5 * time.Second,
@@ -58,8 +62,10 @@ func TestRunTools(t *testing.T) {
 		"rejected with rule ids": {
 			tool: toolRunSandboxCode,
 			args: map[string]any{"code": "import os\nos.system('id')"},
-			result: &record.Result{Verdict: record.VerdictRejected, Profile: record.ProfileWorkspace, Message: "import of os is not allowed",
-				Rejections: []record.Rejection{{Rule: "PJ003", Message: "import of 'os' is blocked", Line: 1, Col: 0}}},
+			result: &record.Result{
+				Verdict: record.VerdictRejected, Profile: record.ProfileWorkspace, Message: "import of os is not allowed",
+				Rejections: []record.Rejection{{Rule: "PJ003", Message: "import of 'os' is blocked", Line: 1, Col: 0}},
+			},
 			isError:     true,
 			wantText:    []string{"rejected: import of os is not allowed", "PJ003 at line 1:0: import of 'os' is blocked"},
 			wantTimeout: 5 * time.Second,
@@ -88,9 +94,11 @@ func TestRunTools(t *testing.T) {
 		"workspace files and figures": {
 			tool: toolRunSandboxCode,
 			args: map[string]any{"code": "plot()"},
-			result: &record.Result{Verdict: record.VerdictOK, Profile: record.ProfileWorkspace,
+			result: &record.Result{
+				Verdict: record.VerdictOK, Profile: record.ProfileWorkspace,
 				Files:  &record.FileChanges{Created: []record.FileInfo{{Path: "out.csv", Size: 2048, SHA256: "ab"}}, Deleted: []record.FileInfo{{Path: "old.txt", Size: 1}}},
-				Images: []record.Image{{MIMEType: "image/png", Data: "iVBORw0KGgo="}, {Data: "iVBORw0KGgo="}}},
+				Images: []record.Image{{MIMEType: "image/png", Data: "iVBORw0KGgo="}, {Data: "iVBORw0KGgo="}},
+			},
 			wantText:    []string{"created out.csv (2 KiB)", "deleted old.txt (1 bytes)", "2 figure(s) attached"},
 			wantTimeout: 5 * time.Second,
 			wantImages:  2,
@@ -238,8 +246,10 @@ func TestRunnerFailureIsProtocolError(t *testing.T) {
 
 func TestFailClosed(t *testing.T) {
 	missing := healthyHost()
-	missing.Layers[0] = policy.Layer{Name: "user_ns", Active: false, Required: true,
-		Detail: "unprivileged user namespaces are disabled", Fix: "sysctl -w kernel.unprivileged_userns_clone=1"}
+	missing.Layers[0] = policy.Layer{
+		Name: "user_ns", Active: false, Required: true,
+		Detail: "unprivileged user namespaces are disabled", Fix: "sysctl -w kernel.unprivileged_userns_clone=1",
+	}
 	for name, tc := range map[string]struct {
 		host       policy.HostReport
 		allow      []string

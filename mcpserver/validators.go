@@ -86,8 +86,10 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 	case err != nil:
 		return nil, fmt.Errorf("validating JSON: %w", err)
 	}
-	rep := jsonReport{Valid: res.Valid, Schema: res.Schema, Draft: res.Draft, Source: source, Errors: []jsonProblem{},
-		ErrorCount: res.ErrorCount, ErrorsTruncated: res.ErrorsTruncated}
+	rep := jsonReport{
+		Valid: res.Valid, Schema: res.Schema, Draft: res.Draft, Source: source, Errors: []jsonProblem{},
+		ErrorCount: res.ErrorCount, ErrorsTruncated: res.ErrorsTruncated,
+	}
 	for _, e := range res.Errors {
 		rep.Errors = append(rep.Errors, jsonProblem{InstanceLocation: e.InstanceLocation, KeywordLocation: e.KeywordLocation, Message: e.Message})
 	}

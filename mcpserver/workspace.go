@@ -206,8 +206,10 @@ type snapMeta struct {
 // toSnapMeta converts the store's Meta; times are RFC 3339 in UTC, the
 // ISO-8601 timestamp of SPEC §6.
 func toSnapMeta(m snapshot.Meta) snapMeta {
-	return snapMeta{ID: m.ID, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339Nano), Description: m.Description,
-		Files: m.Files, Bytes: m.Bytes, Skipped: m.Skipped, SkippedTotal: m.SkippedTotal}
+	return snapMeta{
+		ID: m.ID, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339Nano), Description: m.Description,
+		Files: m.Files, Bytes: m.Bytes, Skipped: m.Skipped, SkippedTotal: m.SkippedTotal,
+	}
 }
 
 // String is the one-line form used in the tools' text.

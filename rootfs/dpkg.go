@@ -28,7 +28,6 @@ type dpkgPackage struct {
 func parseDpkgStatus(r io.Reader) (map[string]*dpkgPackage, error) {
 	pkgs := map[string]*dpkgPackage{}
 	fields := map[string]string{}
-	last := ""
 	flush := func() {
 		defer clear(fields)
 		name := fields["package"]
@@ -52,7 +51,6 @@ func parseDpkgStatus(r io.Reader) (map[string]*dpkgPackage, error) {
 		switch {
 		case line == "":
 			flush()
-			last = ""
 		case line[0] == ' ' || line[0] == '\t':
 			// Continuation lines (descriptions, conffiles) matter to no field we read.
 		default:
@@ -60,8 +58,7 @@ func parseDpkgStatus(r io.Reader) (map[string]*dpkgPackage, error) {
 			if !ok {
 				return nil, fmt.Errorf("malformed status line %q", line)
 			}
-			last = strings.ToLower(k)
-			fields[last] = strings.TrimSpace(v)
+			fields[strings.ToLower(k)] = strings.TrimSpace(v)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -53,30 +53,40 @@ func TestKeepSet(t *testing.T) {
 		},
 		"scipy keeps pythran and a compiler": {
 			roots: []string{"python3-scipy"},
-			want: []string{"coreutils", "g++", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
-				"python3", "python3-numpy", "python3-pythran", "python3-scipy", "python3.11"},
+			want: []string{
+				"coreutils", "g++", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
+				"python3", "python3-numpy", "python3-pythran", "python3-scipy", "python3.11",
+			},
 		},
 		"dropping pythran drops its compiler": {
 			roots: []string{"python3-scipy"},
 			drop:  []string{"python3-pythran"},
-			want: []string{"coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
-				"python3", "python3-numpy", "python3-scipy", "python3.11"},
+			want: []string{
+				"coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
+				"python3", "python3-numpy", "python3-scipy", "python3.11",
+			},
 		},
 		"a dropped alternative falls through to a provider": {
 			roots: []string{"python3-pythran"},
 			drop:  []string{"g++"},
-			want: []string{"clang", "coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
-				"python3", "python3-numpy", "python3-pythran", "python3.11"},
+			want: []string{
+				"clang", "coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
+				"python3", "python3-numpy", "python3-pythran", "python3.11",
+			},
 		},
 		"a requested provider wins over the first alternative": {
 			roots: []string{"python3-numpy", "libopenblas0-pthread"},
-			want: []string{"coreutils", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
-				"python3", "python3-numpy", "python3.11"},
+			want: []string{
+				"coreutils", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
+				"python3", "python3-numpy", "python3.11",
+			},
 		},
 		"the first installed alternative otherwise": {
 			roots: []string{"python3-numpy"},
-			want: []string{"coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
-				"python3", "python3-numpy", "python3.11"},
+			want: []string{
+				"coreutils", "libblas3", "libc6", "libgcc-s1", "libopenblas0-pthread", "libpython3-stdlib",
+				"python3", "python3-numpy", "python3.11",
+			},
 		},
 		"an essential package can be dropped": {
 			drop: []string{"coreutils"},

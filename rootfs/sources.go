@@ -209,11 +209,11 @@ func SelectSources(srcs []Source, hostSuite, suite, arch string) []Source {
 			continue
 		}
 		var pocket string
-		switch {
-		case s.Suite == hostSuite:
-		case s.Suite == hostSuite+"-updates", s.Suite == hostSuite+"-security":
+		switch s.Suite {
+		case hostSuite:
+		case hostSuite + "-updates", hostSuite + "-security":
 			pocket = strings.TrimPrefix(s.Suite, hostSuite)
-		case s.Suite == hostSuite+"/updates":
+		case hostSuite + "/updates":
 			// The security archive's layout before bullseye.
 			pocket = "/updates"
 		default:

@@ -20,8 +20,10 @@ func TestParseSourcesList(t *testing.T) {
 	}
 	want := []Source{
 		{URI: "http://deb.debian.org/debian", Suite: "bookworm", Components: []string{"main", "contrib"}},
-		{URI: "http://security.debian.org/debian-security", Suite: "bookworm-security", Components: []string{"main"},
-			SignedBy: "/usr/share/keyrings/debian-archive-keyring.gpg", Arch: []string{"amd64"}},
+		{
+			URI: "http://security.debian.org/debian-security", Suite: "bookworm-security", Components: []string{"main"},
+			SignedBy: "/usr/share/keyrings/debian-archive-keyring.gpg", Arch: []string{"amd64"},
+		},
 		{URI: "http://ports.example.org/debian", Suite: "bookworm", Components: []string{"main"}, Arch: []string{"arm64"}},
 		{URI: "http://deb.debian.org/debian", Suite: "bookworm-backports", Components: []string{"main"}},
 	}

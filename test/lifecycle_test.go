@@ -175,7 +175,7 @@ func pyjailBinary(t *testing.T) string {
 		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", binPath, "../cmd/pyjail")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("building pyjail: %v\n%s", err, out)
+			binErr = fmt.Errorf("building pyjail: %w\n%s", err, out)
 		}
 	})
 	if binErr != nil {

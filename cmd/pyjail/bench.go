@@ -167,7 +167,7 @@ func runBench(ctx context.Context, base *slog.Logger, common *commonFlags, opt b
 		return nil, fmt.Errorf("creating pool jail: %w", err)
 	}
 	pool := jail.NewPool(wj, "")
-	defer pool.Close()
+	defer func() { _ = pool.Close() }()
 
 	rep := &benchReport{
 		Version: version, Profile: opt.profile, Rootfs: fmt.Sprintf("%s %s", layout.Kind, layout.Root),

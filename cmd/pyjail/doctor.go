@@ -81,8 +81,10 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // subIDLayer warns when the jail's host uid range overlaps a range that
 // /etc/subuid hands to a user: that user could then own the jail's files.
 func subIDLayer(m policy.IDMap) policy.Layer {
-	l := policy.Layer{Name: "uid_range", Required: false, Active: true,
-		Detail: fmt.Sprintf("jail uids map to host %d-%d; code runs as host uid %d", m.HostID, m.HostID+m.Size-1, m.SandboxHostID())}
+	l := policy.Layer{
+		Name: "uid_range", Required: false, Active: true,
+		Detail: fmt.Sprintf("jail uids map to host %d-%d; code runs as host uid %d", m.HostID, m.HostID+m.Size-1, m.SandboxHostID()),
+	}
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -63,7 +63,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		pool := jail.NewPool(j, *workspace)
 		// Close on every exit path: idle jails must not outlive the server
 		// (they would die with it anyway through PR_SET_PDEATHSIG).
-		defer pool.Close()
+		defer func() { _ = pool.Close() }()
 		runner = pool
 	}
 	srv, err := mcpserver.New(mcpserver.Config{

@@ -339,8 +339,8 @@ func (s *Store) restoreInPlace(ctx context.Context, id string, doc io.Reader, wf
 	committed := false
 	defer func() {
 		if !committed {
-			wroot.RemoveAll(inPlaceStage)
-			wroot.RemoveAll(inPlaceOld)
+			_ = wroot.RemoveAll(inPlaceStage)
+			_ = wroot.RemoveAll(inPlaceOld)
 		}
 	}()
 	s.step("inplace-stage-created")
@@ -421,8 +421,9 @@ func (s *Store) rollForward(phase string) error {
 	if err := syncDir(s.dir); err != nil {
 		return err
 	}
-	wroot.RemoveAll(inPlaceOld)
-	wroot.RemoveAll(inPlaceStage)
+	// Leftovers are removed by the next Open if this fails.
+	_ = wroot.RemoveAll(inPlaceOld)
+	_ = wroot.RemoveAll(inPlaceStage)
 	return nil
 }
 

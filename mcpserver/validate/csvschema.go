@@ -253,7 +253,7 @@ func timeLayouts(typ, format string) ([]string, error) {
 	if s := ref.Format(layout); s == layout {
 		return nil, fmt.Errorf("format %q has no date or time elements (use a Go layout like 2006-01-02 or strftime like %%Y-%%m-%%d)", format)
 	} else if _, err := time.Parse(layout, s); err != nil {
-		return nil, fmt.Errorf("format %q cannot be parsed back: %v", format, err)
+		return nil, fmt.Errorf("format %q cannot be parsed back: %w", format, err)
 	}
 	return []string{layout}, nil
 }

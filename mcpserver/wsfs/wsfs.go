@@ -158,7 +158,7 @@ func (f *FS) WriteFile(rel string, data []byte) (record.FileInfo, error) {
 	defer func() {
 		if !committed {
 			t.Close()
-			d.Remove(tmp)
+			_ = d.Remove(tmp)
 		}
 	}()
 	if _, err := t.Write(data); err != nil {
@@ -378,6 +378,7 @@ func isEscape(err error) bool {
 	// Root nests PathErrors ("mkdirat a: statat a: path escapes from
 	// parent"), so look at every error in the chain.
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		//nolint:errorlint // walking the chain by hand: each link is inspected, not only the outermost
 		if _, ok := e.(*fs.PathError); !ok && e.Error() == "path escapes from parent" {
 			return true
 		}
