@@ -6,17 +6,27 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: build test e2e lint lint-full bench clean
+.PHONY: build test e2e lint lint-full bench clean rootfs
 
 build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/pyjail ./cmd/pyjail
 
+ROOTFS ?= /var/lib/pyjail/rootfs
+
 # The whole suite: unit tests, the policy package without cgo, the
-# root-only integration tests and the end-to-end MCP client tests.
-test: build lint
+# root-only integration tests (on the host rootfs, and their isolation
+# and rootfs checks again on the built Debian rootfs) and the end-to-end
+# MCP client tests.
+test: build lint rootfs
 	CGO_ENABLED=0 $(GO) test -count=1 ./policy/...
-	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
+	PYJAIL_TEST_DEBIAN_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
+	PYJAIL_TEST_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 10m \
+		-run 'Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|Scientific|EscapeCorpusPythonLayer' ./test/
 	$(MAKE) e2e
+
+# Build (or confirm, in well under a second) the Debian rootfs.
+rootfs: build
+	./bin/pyjail rootfs build --dir $(ROOTFS)
 
 e2e: build
 	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test --test-concurrency=1 *.test.mjs

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/rootfs"
 )
 
 // BenchmarkCold measures create+run+destroy of a fresh jail against bare
@@ -35,5 +37,39 @@ func BenchmarkCold(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkColdRootfs compares a cold `print(1)` on the host rootfs with
+// the built Debian rootfs, in the same run.
+func BenchmarkColdRootfs(b *testing.B) {
+	requireRoot(b)
+	for _, kind := range []string{"host", "debian"} {
+		b.Run(kind, func(b *testing.B) {
+			cfg := policy.Default()
+			cfg.StateDir = "/run/pyjail-bench-" + kind
+			cfg.CgroupParent = "/pyjail-bench-" + kind
+			var layout *rootfs.Layout
+			var err error
+			if kind == "host" {
+				layout, err = rootfs.PrepareHost(cfg.StateDir+"/rootfs", rootfs.DefaultHostSpec(cfg.IDMap))
+			} else {
+				layout, err = rootfs.OpenDebian(rootfs.DefaultDir())
+			}
+			if err != nil {
+				b.Skipf("%s rootfs: %v", kind, err)
+			}
+			j, err := jail.New(b.Context(), jail.Config{Policy: cfg, Rootfs: layout})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Wait()
+			for b.Loop() {
+				res, err := j.Run(b.Context(), record.Request{Profile: policy.ProfileFull, Code: "print(1)", Timeout: 30 * time.Second})
+				if err != nil || res.Verdict != record.VerdictOK {
+					b.Fatalf("err=%v res=%+v", err, res)
+				}
+			}
+		})
 	}
 }
