@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/mcpserver"
+	"github.com/pyjail/pyjail/policy"
 )
 
 // defaultDataDir is where serve keeps the workspace and snapshots.
@@ -66,13 +67,19 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer func() { _ = pool.Close() }()
 		runner = pool
 	}
+	// sandbox://status shows which rootfs the jails use next to the layers.
+	host := j.Host()
+	host.Layers = append(host.Layers, policy.Layer{
+		Name: "rootfs", Required: true, Active: true,
+		Detail: fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root),
+	})
 	srv, err := mcpserver.New(mcpserver.Config{
 		Policy:      cfg,
 		Runner:      runner,
 		Workspace:   *workspace,
 		SnapshotDir: *snapshots,
 		Version:     version,
-		Host:        j.Host(),
+		Host:        host,
 		Environment: func(ctx context.Context) (any, error) { return j.Environment(ctx) },
 		Logger:      log,
 	})
