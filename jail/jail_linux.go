@@ -74,6 +74,7 @@ type Jail struct {
 	seccomp       *configs.Seccomp
 	slots         chan struct{}
 	teardowns     sync.WaitGroup
+	launcher
 }
 
 // New prepares a Jail: it checks the host, writes the runner, compiles the
@@ -96,6 +97,7 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	j := &Jail{
+		launcher:      newLauncher(cfg.Policy.MaxConcurrent + launcherSpare),
 		cfg:           cfg,
 		log:           log,
 		host:          Probe(),
@@ -389,7 +391,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		Init:       true,
 	}
 	inst.proc = proc
-	if err := c.Run(proc); err != nil {
+	if err := j.launch(func() error { return c.Run(proc) }); err != nil {
 		closeChildEnds()
 		return nil, fmt.Errorf("starting runner in %q: %w", inst.id, err)
 	}
@@ -721,12 +723,21 @@ func checkWorkspace(dir string) (string, uint64, error) {
 // the MCP tools or restored from snapshots belong to root until then. It
 // never follows a symlink.
 func (j *Jail) chownWorkspace(abs string) error {
-	uid := int(j.cfg.Policy.IDMap.SandboxHostID())
+	uid := j.cfg.Policy.IDMap.SandboxHostID()
 	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, uid, uid)
+		// Only what is not the sandbox's yet: a chown updates the ctime,
+		// and a concurrent run would then see every file as modified.
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == uid && st.Gid == uid {
+			return nil
+		}
+		return os.Lchown(p, int(uid), int(uid))
 	})
 	if err != nil {
 		return fmt.Errorf("chowning workspace %q: %w", abs, err)
