@@ -29,7 +29,7 @@ rootfs: build
 	./bin/pyjail rootfs build --dir $(ROOTFS)
 
 e2e: build
-	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test --test-concurrency=1 *.test.mjs
+	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test *.test.mjs
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
