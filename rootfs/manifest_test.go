@@ -25,8 +25,8 @@ func makeTree(t *testing.T) string {
 	}{
 		"usr/bin/python3.11":                            {"#!fake interpreter\n", 0o755},
 		"usr/lib/python3/dist-packages/mod/__init__.py": {"x = 1\n", 0o644},
-		"etc/passwd":                                    {"root:x:0:0::/:/bin/sh\n", 0o644},
-		"etc/empty":                                     {"", 0o600},
+		"etc/passwd": {"root:x:0:0::/:/bin/sh\n", 0o644},
+		"etc/empty":  {"", 0o600},
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(f.content), f.mode); err != nil {
 			t.Fatal(err)
