@@ -111,7 +111,25 @@ print("OK")
 func TestFilesystemReadOnlyAndHostHidden(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
-	probeOK(t, e, `
+	// Canaries in host directories that a rootfs may also have (empty) of
+	// its own: the jail must see the rootfs's, never the host's.
+	var canaries []string
+	for _, dir := range []string{"/root", "/var/tmp", "/srv", "/home"} {
+		f, err := os.CreateTemp(dir, "pyjail-canary-")
+		if err != nil {
+			continue
+		}
+		f.Close()
+		t.Cleanup(func() { os.Remove(f.Name()) })
+		canaries = append(canaries, f.Name())
+	}
+	if len(canaries) == 0 {
+		t.Fatal("could not place a single host canary")
+	}
+	probeOK(t, e, fmt.Sprintf("canaries = %q\n", canaries)+`
+import os
+for p in canaries:
+    assert not os.path.exists(p), p
 import errno, os
 for p in ["/x", "/usr/x", "/etc/x", "/opt/pyjail/x", "/usr/bin/python3"]:
     try:
@@ -120,7 +138,7 @@ for p in ["/x", "/usr/x", "/etc/x", "/opt/pyjail/x", "/usr/bin/python3"]:
         assert e.errno in (errno.EROFS, errno.EACCES, errno.EPERM), (p, e)
     else:
         raise SystemExit("wrote " + p)
-for p in ["/root", "/home", "/work", "/var", "/srv", "/run/pyjail-test", "/etc/shadow", "/sys/kernel", "/boot"]:
+for p in ["/work", "/run/pyjail-test", "/etc/shadow", "/sys/kernel", "/var/lib/pyjail", "/root/.cache"]:
     assert not os.path.exists(p), p
 open("/tmp/ok", "w").write("tmp is writable")
 for p in ["/dev/sda", "/dev/vda", "/dev/mem", "/dev/kmsg"]:
