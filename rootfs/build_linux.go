@@ -382,16 +382,8 @@ func writeEtc(root string, r *recipe) error {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("replacing %q: %w", e.rel, err)
 		}
-		switch {
-		case e.isDir:
-			err = os.MkdirAll(p, e.mode)
-		case e.isLink:
-			err = os.Symlink(string(e.content), p)
-		default:
-			err = os.WriteFile(p, e.content, e.mode)
-		}
-		if err != nil {
-			return fmt.Errorf("writing %q: %w", e.rel, err)
+		if err := e.write(p); err != nil {
+			return err
 		}
 	}
 	return nil

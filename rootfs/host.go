@@ -178,6 +178,23 @@ func hostFiles(spec HostSpec) (hostFileSet, error) {
 	return set, nil
 }
 
+// write creates the entry at host path p.
+func (e hostEntry) write(p string) error {
+	var err error
+	switch {
+	case e.isDir:
+		err = os.MkdirAll(p, e.mode)
+	case e.isLink:
+		err = os.Symlink(string(e.content), p)
+	default:
+		err = os.WriteFile(p, e.content, e.mode)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %q: %w", e.rel, err)
+	}
+	return nil
+}
+
 // writeSkeleton fills dir with mountpoints, merged-/usr links and files.
 func writeSkeleton(dir string, files hostFileSet) error {
 	for _, mp := range Mountpoints() {
@@ -201,17 +218,8 @@ func writeSkeleton(dir string, files hostFileSet) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("creating %q: %w", filepath.Dir(p), err)
 		}
-		var err error
-		switch {
-		case e.isDir:
-			err = os.MkdirAll(p, e.mode)
-		case e.isLink:
-			err = os.Symlink(string(e.content), p)
-		default:
-			err = os.WriteFile(p, e.content, e.mode)
-		}
-		if err != nil {
-			return fmt.Errorf("writing %q: %w", e.rel, err)
+		if err := e.write(p); err != nil {
+			return err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".complete"), nil, 0o444); err != nil {

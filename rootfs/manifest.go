@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -189,26 +188,8 @@ func excluded(p string) bool { return p == "/"+ManifestFile || p == "/"+TreeFile
 // the reads are not); without, Value is left empty for files.
 func listTree(dir string, content bool) (listing, error) {
 	var l listing
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		jp := path.Join("/", filepath.ToSlash(rel))
-		if excluded(jp) {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		uid, gid, rdev, err := statOwner(fi)
-		if err != nil {
-			return fmt.Errorf("%q: %w", p, err)
-		}
+	err := walkTree(dir, func(p, jp string, fi fs.FileInfo, uid, gid uint32, rdev uint64) error {
+		var err error
 		// The type is in Type; Mode keeps permissions and the special bits.
 		e := entry{Path: jp, Mode: fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), UID: uid, GID: gid}
 		switch m := fi.Mode(); {
@@ -236,7 +217,7 @@ func listTree(dir string, content bool) (listing, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walking %q: %w", dir, err)
+		return nil, err
 	}
 	// WalkDir visits in lexical order of names, not of whole paths
 	// ("a/b" before "a.b" but "a/" > "a."), so sort once for a canonical order.

@@ -9,8 +9,9 @@ import (
 )
 
 // walkTree calls fn for every entry under dir but the manifest files, with
-// the entry's jail path ("/usr/bin/su") and owner.
-func walkTree(dir string, fn func(jp string, fi fs.FileInfo, uid, gid uint32) error) error {
+// its host path, its jail path ("/usr/bin/su"), its owner and, for
+// devices, its device number. It never follows a symlink.
+func walkTree(dir string, fn func(p, jp string, fi fs.FileInfo, uid, gid uint32, rdev uint64) error) error {
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -27,11 +28,11 @@ func walkTree(dir string, fn func(jp string, fi fs.FileInfo, uid, gid uint32) er
 		if err != nil {
 			return err
 		}
-		uid, gid, _, err := statOwner(fi)
+		uid, gid, rdev, err := statOwner(fi)
 		if err != nil {
 			return fmt.Errorf("%q: %w", p, err)
 		}
-		return fn(jp, fi, uid, gid)
+		return fn(p, jp, fi, uid, gid, rdev)
 	})
 	if err != nil {
 		return fmt.Errorf("scanning %q: %w", dir, err)
@@ -45,7 +46,7 @@ func walkTree(dir string, fn func(jp string, fi fs.FileInfo, uid, gid uint32) er
 // so the tree does not depend on that.
 func FindSetID(dir string) ([]string, error) {
 	var out []string
-	err := walkTree(dir, func(jp string, fi fs.FileInfo, _, _ uint32) error {
+	err := walkTree(dir, func(_, jp string, fi fs.FileInfo, _, _ uint32, _ uint64) error {
 		if fi.Mode()&fs.ModeSymlink == 0 && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
 			out = append(out, jp)
 		}
@@ -64,7 +65,7 @@ func FindSetID(dir string) ([]string, error) {
 // groups or ACLs, and Build leaves neither in a rootfs.
 func FindWritable(dir string, uid, gid uint32) ([]string, error) {
 	var out []string
-	err := walkTree(dir, func(jp string, fi fs.FileInfo, fuid, fgid uint32) error {
+	err := walkTree(dir, func(_, jp string, fi fs.FileInfo, fuid, fgid uint32, _ uint64) error {
 		m := fi.Mode()
 		if m&fs.ModeSymlink != 0 {
 			return nil
