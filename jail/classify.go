@@ -104,7 +104,9 @@ func rejectionMessage(r *pyrunner.Reply) string {
 	}
 	parts := make([]string, 0, len(r.Rejections))
 	for _, rj := range r.Rejections {
-		parts = append(parts, fmt.Sprintf("%s at line %d col %d: %s", rj.Rule, rj.Line, rj.Col, rj.Message))
+		// Runner messages already start with their rule ID; say it once.
+		msg := strings.TrimPrefix(rj.Message, rj.Rule+": ")
+		parts = append(parts, fmt.Sprintf("%s at line %d col %d: %s", rj.Rule, rj.Line, rj.Col, msg))
 	}
 	return "the code was rejected before running: " + strings.Join(parts, "; ")
 }

@@ -33,7 +33,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		asJSON    = fs.Bool("json", false, "print the result record as JSON instead of the program's output")
 		code      = fs.String("c", "", "code to run")
 	)
-	common.register(fs)
+	common.registerLevel(fs, "warn")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}

@@ -21,10 +21,14 @@ type commonFlags struct {
 	logLevel string
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet) {
+func (c *commonFlags) register(fs *flag.FlagSet) { c.registerLevel(fs, "info") }
+
+// registerLevel registers the flags with a command's default log level:
+// one-shot commands keep stderr for the program's own output.
+func (c *commonFlags) registerLevel(fs *flag.FlagSet, level string) {
 	fs.StringVar(&c.config, "config", "", "configuration file (JSON); built-in defaults without it")
 	fs.StringVar(&c.rootfs, "rootfs", "", `Python rootfs directory, or "host" (default: the built rootfs if present, else host)`)
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logLevel, "log-level", level, "log level: debug, info, warn, error")
 }
 
 func (c *commonFlags) loadConfig() (policy.Config, error) {
