@@ -41,3 +41,34 @@ func IsInit([]string) bool { return false }
 
 // Init is never reached on this platform.
 func Init() {}
+
+// Wait returns at once: no jail ever ran.
+func (*Jail) Wait() {}
+
+// Environment returns ErrUnsupported.
+func (*Jail) Environment(context.Context) (*Environment, error) { return nil, ErrUnsupported }
+
+// TimeSteps returns ErrUnsupported.
+func (*Jail) TimeSteps(context.Context, record.Request, []string) (Steps, error) {
+	return Steps{}, ErrUnsupported
+}
+
+// Pool cannot run on this platform; its Run always fails.
+type Pool struct{}
+
+// NewPool returns a pool that runs nothing.
+func NewPool(*Jail, string) *Pool { return &Pool{} }
+
+// Run returns ErrUnsupported.
+func (*Pool) Run(context.Context, record.Request) (*record.Result, error) {
+	return nil, ErrUnsupported
+}
+
+// Close does nothing.
+func (*Pool) Close() error { return nil }
+
+// PoolStatus reports no profiles.
+func (*Pool) PoolStatus() any { return map[string]ProfileStatus{} }
+
+// WaitReady returns ErrUnsupported.
+func (*Pool) WaitReady(context.Context) error { return ErrUnsupported }

@@ -25,6 +25,7 @@ func makeTree(t *testing.T) string {
 	}{
 		"usr/bin/python3.11":                            {"#!fake interpreter\n", 0o755},
 		"usr/lib/python3/dist-packages/mod/__init__.py": {"x = 1\n", 0o644},
+
 		"etc/passwd": {"root:x:0:0::/:/bin/sh\n", 0o644},
 		"etc/empty":  {"", 0o600},
 	} {
