@@ -19,11 +19,15 @@ type counters struct {
 }
 
 // manager returns a cgroup manager for the container's cgroup. libcontainer
-// keeps its own private, so one is built from the same config: v1 or v2 is
-// detected by the manager package itself.
+// keeps its own private, so one is built from the same config (v1 or v2 is
+// detected by the manager package itself), once per jail: every run reads
+// the counters two or three times on its hot path.
 func (inst *instance) manager() (cgroups.Manager, error) {
-	cfg := inst.c.Config()
-	return manager.New(cfg.Cgroups)
+	inst.mgrOnce.Do(func() {
+		cfg := inst.c.Config()
+		inst.mgr, inst.mgrErr = manager.New(cfg.Cgroups)
+	})
+	return inst.mgr, inst.mgrErr
 }
 
 // stats reads the container's cgroup statistics; nil when unreadable.
@@ -49,8 +53,7 @@ func (inst *instance) cpuUsage() uint64 {
 // readCounters reads OOM kills, peak memory and CPU time. Missing files
 // read as zero: a counter we cannot read must not invent a verdict.
 func (inst *instance) readCounters() counters {
-	cfg := inst.c.Config()
-	c := counters{memoryLimit: cfg.Cgroups.Memory}
+	c := counters{memoryLimit: inst.memoryLimit}
 	m, err := inst.manager()
 	if err != nil {
 		inst.j.log.Warn("opening cgroup", logKeyID, inst.id, "err", err)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/seccomp"
@@ -275,7 +276,13 @@ type instance struct {
 	// a warm jail's boot is not charged to the code.
 	cpuAtReady uint64
 	// idleBytes is the memory the jail held while idle in a pool.
-	idleBytes  int64
+	idleBytes int64
+	// memoryLimit is the cgroup's memory limit, for verdict messages.
+	memoryLimit int64
+	// mgr reads the jail's cgroup; built once by manager().
+	mgrOnce    sync.Once
+	mgr        cgroups.Manager
+	mgrErr     error
 	destroyOne sync.Once
 }
 
@@ -334,6 +341,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		return nil, fmt.Errorf("creating container %q: %w", inst.id, err)
 	}
 	inst.c = c
+	inst.memoryLimit = cfg.Cgroups.Memory
 	cleanups = append(cleanups, func() { _ = c.Destroy() })
 
 	// Pipes: stdout, stderr, control in (fd 3), control out (fd 4).
