@@ -50,6 +50,9 @@ func devices() []*devcfg.Device {
 	}
 }
 
+// shmBytes is the size of every jail's /dev/shm.
+const shmBytes = 16 << 20
+
 // containerSpec is everything that varies between containers.
 type containerSpec struct {
 	id        string
@@ -57,6 +60,8 @@ type containerSpec struct {
 	workspace string        // host path, or "" for none
 	timeout   time.Duration // the run's wall-clock limit, for RLIMIT_CPU
 	memory    int64
+	// forkServer builds the container of a fork server (see zygote).
+	forkServer bool
 }
 
 // buildConfig turns a profile into a libcontainer config. It performs no
@@ -72,7 +77,7 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 		{Source: "proc", Destination: "/proc", Device: "proc", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV},
 		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=64k"},
 		// multiprocessing keeps its semaphores here.
-		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: tmpfsFl, Data: "mode=1777,size=16m"},
+		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: tmpfsFl, Data: fmt.Sprintf("mode=1777,size=%d", shmBytes)},
 		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: tmpfsFl, Data: fmt.Sprintf("mode=1777,size=%d", lim.TmpBytes)},
 	}
 	for _, b := range j.cfg.Rootfs.Binds {
@@ -87,18 +92,40 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 		})
 	}
 
-	devs := devices()
-	rules := make([]*devcfg.Rule, 0, len(devs))
-	for _, d := range devs {
-		r := d.Rule
-		rules = append(rules, &r)
-	}
-	memory := lim.MemoryBytes
-	if s.memory > 0 && s.memory < memory {
-		memory = s.memory
-	}
-	pids := lim.Pids
 	cpuTime := uint64(math.Ceil(lim.EffectiveCPUTime(s.timeout).Seconds()))
+	cg := j.cgroupConfig(s.id, s.profile, s.memory)
+	rlimits := []configs.Rlimit{
+		{Type: unix.RLIMIT_NOFILE, Hard: lim.OpenFiles, Soft: lim.OpenFiles},
+		{Type: unix.RLIMIT_FSIZE, Hard: uint64(lim.FileSizeBytes), Soft: uint64(lim.FileSizeBytes)},
+		{Type: unix.RLIMIT_CORE, Hard: 0, Soft: 0},
+		// The soft limit sends SIGXCPU; the hard one a second later
+		// SIGKILL, which also reaches a pid-namespace init.
+		{Type: unix.RLIMIT_CPU, Hard: cpuTime + 1, Soft: cpuTime},
+		// RLIMIT_AS is deliberately absent: it would bind runc's init
+		// too; the runner sets it on itself (Boot.AddressSpaceBytes).
+	}
+	caps := &configs.Capabilities{} // empty, not nil: nil means "leave capabilities alone"
+	seccomp := j.seccomp
+	if s.forkServer {
+		// The fork server never runs user code: it keeps what it needs to
+		// build each child's namespaces, and each child sets RLIMIT_CPU
+		// for itself (the server lives longer than any run).
+		rlimits = rlimits[:3]
+		keep := policy.ForkServerCapabilities()
+		caps = &configs.Capabilities{Bounding: keep, Effective: keep, Permitted: keep}
+		seccomp = j.forkSeccomp
+		cg.Resources.Memory = s.profile.Warm.MemoryBudgetBytes
+		if cg.Resources.Memory <= 0 {
+			cg.Resources.Memory = lim.MemoryBytes
+		}
+		if j.host.SwapAccounting {
+			cg.Resources.MemorySwap = cg.Resources.Memory
+		}
+		// Children count here from fork until they are moved into their
+		// own cgroup.
+		pids := int64(j.cfg.Policy.MaxConcurrent+s.profile.Warm.Size) + 8
+		cg.Resources.PidsLimit = &pids
+	}
 	cfg := &configs.Config{
 		Rootfs:     j.cfg.Rootfs.Root,
 		Readonlyfs: true,
@@ -112,48 +139,57 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 			{Type: configs.NEWUTS},
 			{Type: configs.NEWCGROUP},
 		},
-		UIDMappings: []configs.IDMap{{ContainerID: 0, HostID: int64(ids.HostID), Size: int64(ids.Size)}},
-		GIDMappings: []configs.IDMap{{ContainerID: 0, HostID: int64(ids.HostID), Size: int64(ids.Size)}},
-		// An empty set, not nil: nil means "leave capabilities alone".
-		Capabilities:      &configs.Capabilities{},
+		UIDMappings:       []configs.IDMap{{ContainerID: 0, HostID: int64(ids.HostID), Size: int64(ids.Size)}},
+		GIDMappings:       []configs.IDMap{{ContainerID: 0, HostID: int64(ids.HostID), Size: int64(ids.Size)}},
+		Capabilities:      caps,
 		NoNewPrivileges:   true,
 		ParentDeathSignal: int(unix.SIGKILL),
 		Mounts:            mounts,
-		Devices:           devs,
+		Devices:           devices(),
 		MaskPaths:         maskedPaths(),
 		ReadonlyPaths:     readonlyPaths(),
-		Cgroups: &cgroups.Cgroup{
-			// Absolute: a relative path would nest under the server's own
-			// cgroup on each hierarchy.
-			Path: path.Join(j.cfg.Policy.CgroupParent, s.id),
-			Resources: &cgroups.Resources{
-				Memory:     memory,
-				MemorySwap: memory, // mem+swap == mem: no swap
-				PidsLimit:  &pids,
-				CpuPeriod:  100000,
-				CpuQuota:   int64(lim.CPUs * 100000),
-				Devices:    rules,
-			},
+		Cgroups:           cg,
+		Rlimits:           rlimits,
+		Seccomp:           seccomp,
+	}
+	return cfg, nil
+}
+
+// cgroupConfig is the cgroup of one jail: a container's, or a forked
+// execution's of its own.
+func (j *Jail) cgroupConfig(id string, prof policy.Profile, memoryLimit int64) *cgroups.Cgroup {
+	lim := prof.Limits
+	devs := devices()
+	rules := make([]*devcfg.Rule, 0, len(devs))
+	for _, d := range devs {
+		r := d.Rule
+		rules = append(rules, &r)
+	}
+	memory := lim.MemoryBytes
+	if memoryLimit > 0 && memoryLimit < memory {
+		memory = memoryLimit
+	}
+	pids := lim.Pids
+	cg := &cgroups.Cgroup{
+		// Absolute: a relative path would nest under the server's own
+		// cgroup on each hierarchy.
+		Path: path.Join(j.cfg.Policy.CgroupParent, id),
+		Resources: &cgroups.Resources{
+			Memory:     memory,
+			MemorySwap: memory, // mem+swap == mem: no swap
+			PidsLimit:  &pids,
+			CpuPeriod:  100000,
+			CpuQuota:   int64(lim.CPUs * 100000),
+			Devices:    rules,
 		},
-		Rlimits: []configs.Rlimit{
-			{Type: unix.RLIMIT_NOFILE, Hard: lim.OpenFiles, Soft: lim.OpenFiles},
-			{Type: unix.RLIMIT_FSIZE, Hard: uint64(lim.FileSizeBytes), Soft: uint64(lim.FileSizeBytes)},
-			{Type: unix.RLIMIT_CORE, Hard: 0, Soft: 0},
-			// The soft limit sends SIGXCPU; the hard one a second later
-			// SIGKILL, which also reaches a pid-namespace init.
-			{Type: unix.RLIMIT_CPU, Hard: cpuTime + 1, Soft: cpuTime},
-			// RLIMIT_AS is deliberately absent: it would bind runc's init
-			// too; the runner sets it on itself (Boot.AddressSpaceBytes).
-		},
-		Seccomp: j.seccomp,
 	}
 	if !j.host.SwapAccounting {
 		// Without swap accounting the kernel has no memsw (v1) or
 		// swap.max (v2) file to write; the host's swap setting governs,
 		// and doctor reports it.
-		cfg.Cgroups.MemorySwap = 0
+		cg.Resources.MemorySwap = 0
 	}
-	return cfg, nil
+	return cg
 }
 
 // runnerEnv is the jail's whole environment: nothing of the server's leaks.

@@ -73,8 +73,12 @@ type Jail struct {
 	containersDir string
 	runnerDir     string
 	seccomp       *configs.Seccomp
-	slots         chan struct{}
-	teardowns     sync.WaitGroup
+	// forkSeccomp is a fork server's filter, and seccompBPF the jail
+	// filter compiled for its children to stack on top (see zygote).
+	forkSeccomp *configs.Seccomp
+	seccompBPF  []byte
+	slots       chan struct{}
+	teardowns   sync.WaitGroup
 	launcher
 }
 
@@ -113,6 +117,12 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		return nil, fmt.Errorf("converting seccomp policy: %w", err)
 	}
 	j.seccomp = sc
+	if j.forkSeccomp, err = toLibcontainerSeccomp(policy.ForkServerSeccompFilter(cfg.Policy.Seccomp)); err != nil {
+		return nil, fmt.Errorf("converting fork server seccomp policy: %w", err)
+	}
+	if j.seccompBPF, err = compileBPF(sc); err != nil {
+		return nil, fmt.Errorf("compiling seccomp policy for forked jails: %w", err)
+	}
 	if err := os.MkdirAll(j.containersDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state dir %q: %w", j.containersDir, err)
 	}
@@ -204,7 +214,7 @@ func (j *Jail) Run(ctx context.Context, req record.Request) (*record.Result, err
 
 // run is Run with an optional source of pre-started jails: take returns a
 // warm instance for the request, or nil to start a cold one.
-func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Profile, record.Request) *instance) (*record.Result, error) {
+func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Context, policy.Profile, record.Request) *instance) (*record.Result, error) {
 	prof, err := j.cfg.Policy.Profile(string(req.Profile))
 	if err != nil {
 		return nil, err
@@ -221,7 +231,7 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Pro
 	timeout, _ := prof.Limits.ClampTimeout(req.Timeout)
 	var inst *instance
 	if take != nil {
-		inst = take(prof, req)
+		inst = take(ctx, prof, req)
 	}
 	warm := inst != nil
 	if !warm {
@@ -251,14 +261,21 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(policy.Pro
 // it on shutdown; tests call it before looking for leftovers.
 func (j *Jail) Wait() { j.teardowns.Wait() }
 
-// instance is one started container whose runner waits for its code. It
-// serves exactly one exec and is then destroyed.
+// instance is one jail whose runner waits for its code: a started
+// container, or a child of a fork server in namespaces and a cgroup of its
+// own. It serves exactly one exec and is then destroyed.
 type instance struct {
-	j        *Jail
-	id       string
-	profile  policy.Profile
-	c        *libcontainer.Container
-	proc     *libcontainer.Process
+	j       *Jail
+	id      string
+	profile policy.Profile
+	c       *libcontainer.Container // nil for a forked jail
+	// kill sends SIGKILL to the jail's first process, the init of its pid
+	// namespace, which takes every other process with it.
+	kill func()
+	// release frees what the jail holds once its processes are gone.
+	release func()
+	// forked reports a jail made by a fork server.
+	forked   bool
 	ctlIn    *os.File      // supervisor's end of the runner's fd 3
 	messages chan message  // lines from the runner's fd 4
 	exited   chan waitDone // closed after init's exit status is known
@@ -291,9 +308,14 @@ type message struct {
 	err error
 }
 
+// waitDone is how a jail's first process ended: an exit code, or the
+// name of the signal that killed it (code -1 then).
 type waitDone struct {
-	state *os.ProcessState
-	err   error
+	code   int
+	signal string
+	// err explains an end the exit status cannot: a fork server that
+	// could not fork, or died.
+	err string
 }
 
 // newID names a container after its owner process, so that a sweep by
@@ -342,6 +364,12 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	}
 	inst.c = c
 	inst.memoryLimit = cfg.Cgroups.Memory
+	inst.kill = func() { _ = c.Signal(unix.SIGKILL) }
+	inst.release = func() {
+		if err := c.Destroy(); err != nil {
+			j.log.Warn("destroying container", logKeyID, inst.id, "err", err)
+		}
+	}
 	cleanups = append(cleanups, func() { _ = c.Destroy() })
 
 	// Pipes: stdout, stderr, control in (fd 3), control out (fd 4).
@@ -398,14 +426,13 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		ExtraFiles: []*os.File{inR, ctlW},
 		Init:       true,
 	}
-	inst.proc = proc
 	if err := j.launch(func() error { return c.Run(proc) }); err != nil {
 		closeChildEnds()
 		return nil, fmt.Errorf("starting runner in %q: %w", inst.id, err)
 	}
 	closeChildEnds()
 	j.log.Debug("container started", logKeyID, inst.id, "start_ms", time.Since(inst.created).Milliseconds())
-	cleanups = append(cleanups, func() { _ = c.Signal(unix.SIGKILL); <-inst.exited })
+	cleanups = append(cleanups, func() { inst.kill(); <-inst.exited })
 
 	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
 	floodLimit := prof.Limits.OutputBytes * floodFactor
@@ -413,8 +440,9 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
 	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
 	go func() {
-		st, err := proc.Wait()
-		inst.exited <- waitDone{st, err}
+		st, _ := proc.Wait()
+		code, sig := exitStatus(st)
+		inst.exited <- waitDone{code: code, signal: sig}
 		close(inst.exited)
 	}()
 	go readMessages(ctlR, inst.messages)
@@ -455,7 +483,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 
 // bootFailure explains a runner that died or misbehaved before "ready".
 func (inst *instance) bootFailure(m message) error {
-	_ = inst.c.Signal(unix.SIGKILL)
+	inst.kill()
 	inst.drained.Wait()
 	detail := inst.stderr.String()
 	if len(detail) > 2000 {
@@ -543,6 +571,9 @@ func (inst *instance) exec(ctx context.Context, code string, timeout time.Durati
 		// them before replying; a child that still holds them keeps the
 		// run going until the jail exits.
 		outputsDone <-chan struct{}
+		// messagesDone: the control pipe has reached EOF (or garbage);
+		// no reply can come any more.
+		messagesDone bool
 	)
 	outputs := make(chan struct{})
 	go func() { inst.drained.Wait(); close(outputs) }()
@@ -556,6 +587,7 @@ wait:
 		case m := <-messages:
 			if m.err != nil {
 				messages = nil // EOF or garbage: the exit decides now
+				messagesDone = true
 				continue
 			}
 			if m.msg.Type == "reply" && reply == nil {
@@ -583,7 +615,7 @@ wait:
 	}
 	if timedOut || flooded || ctxErr != nil {
 		// SIGKILL to the pid namespace's init kills every process in it.
-		_ = inst.c.Signal(unix.SIGKILL)
+		inst.kill()
 		done = <-inst.exited
 		exited = true
 	}
@@ -604,8 +636,8 @@ wait:
 		},
 	}
 	if exited {
-		res.ExitCode, res.Signal = exitStatus(done.state)
-		if reply == nil {
+		res.ExitCode, res.Signal = done.code, done.signal
+		if reply == nil && !messagesDone {
 			reply = inst.awaitReply()
 		}
 	} else {
@@ -683,15 +715,13 @@ func (inst *instance) dead() bool {
 // and its state directory. It is idempotent.
 func (inst *instance) destroy() {
 	inst.destroyOne.Do(func() {
-		_ = inst.c.Signal(unix.SIGKILL)
+		inst.kill()
 		select {
 		case <-inst.exited:
 		case <-time.After(waitDelay):
 		}
 		inst.ctlIn.Close()
-		if err := inst.c.Destroy(); err != nil {
-			inst.j.log.Warn("destroying container", logKeyID, inst.id, "err", err)
-		}
+		inst.release()
 	})
 }
 

@@ -48,6 +48,16 @@ type warmSet struct {
 	hits, misses, started, failed, discarded int64
 	budgetLimited                            bool
 	lastError                                string
+
+	// Fork server profiles only: the running server (nil while it is
+	// down or starting), the memory it holds, how often it was started,
+	// jails forked on demand for requests that found no idle one, and
+	// why the server last failed.
+	zyg          *zygote
+	serverBytes  int64
+	serverStarts int64
+	onDemand     int64
+	serverError  string
 }
 
 // NewPool starts refilling a pool for every profile whose Warm.Size is
@@ -58,11 +68,15 @@ func NewPool(j *Jail, workspace string) *Pool {
 	p := &Pool{j: j, workspace: workspace, sets: map[string]*warmSet{}, cancel: cancel}
 	for _, name := range j.cfg.Policy.ProfileNames() {
 		prof := j.cfg.Policy.Profiles[name]
-		if prof.Warm.Size <= 0 {
+		if prof.Warm.Size <= 0 && !prof.Warm.ForkServer {
 			continue
 		}
 		set := &warmSet{prof: prof, kick: make(chan struct{}, 1)}
 		p.sets[name] = set
+		if prof.Warm.ForkServer {
+			p.wg.Add(1)
+			go p.keepForkServer(ctx, set)
+		}
 		for range max(1, prof.Warm.Refill) {
 			p.wg.Add(1)
 			go p.refill(ctx, set)
@@ -77,38 +91,62 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 	return p.j.run(ctx, req, p.take)
 }
 
-// take pops the oldest idle jail that fits req, or returns nil.
-func (p *Pool) take(prof policy.Profile, req record.Request) *instance {
+// take pops the oldest idle jail that fits req. When there is none and the
+// profile's fork server runs, it forks one for req on the spot, which
+// costs milliseconds; otherwise it returns nil and the run starts cold.
+func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request) *instance {
 	p.mu.Lock()
 	set := p.sets[prof.Name]
 	if set == nil {
 		p.mu.Unlock()
 		return nil
 	}
-	var stale []*instance
-	defer func() {
-		// Destroy outside the lock: it waits for processes to die.
-		for _, inst := range stale {
-			inst.destroy()
-		}
-	}()
+	inst, stale := p.takeIdleLocked(set, prof, req)
+	z := set.zyg
+	p.kickLocked(set)
+	if inst == nil && z == nil {
+		set.misses++
+	}
+	p.mu.Unlock()
+	// Destroy outside the lock: it waits for processes to die.
+	for _, s := range stale {
+		s.destroy()
+	}
+	if inst != nil || z == nil {
+		return inst
+	}
+	inst, err := z.spawn(ctx, forkMemory(prof, req))
+	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer p.kickLocked(set)
-
-	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
-		set.misses++ // a lower limit needs its own cgroup settings
+	if err != nil {
+		set.failed++
+		set.misses++
+		set.lastError = err.Error()
+		if ctx.Err() == nil {
+			p.j.log.Warn("forking a jail on demand", logKeyProfile, prof.Name, "err", err)
+		}
 		return nil
+	}
+	set.onDemand++
+	return inst
+}
+
+// takeIdleLocked pops the oldest idle jail that fits req, and returns the
+// idle jails it found unusable for the caller to destroy.
+func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Request) (*instance, []*instance) {
+	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
+		return nil, nil // a lower limit needs its own cgroup settings
 	}
 	var wantWS string
 	var wantIno uint64
 	if prof.Workspace && req.Workspace != "" {
 		ws, ino, err := checkWorkspace(req.Workspace)
 		if err != nil || ws != p.workspace {
-			set.misses++
-			return nil
+			return nil, nil
 		}
 		wantWS, wantIno = ws, ino
 	}
+	var stale []*instance
 	for len(set.idle) > 0 {
 		inst := set.idle[0]
 		set.idle = set.idle[1:]
@@ -125,11 +163,10 @@ func (p *Pool) take(prof policy.Profile, req record.Request) *instance {
 		default:
 			set.hits++
 			inst.resetCounters()
-			return inst
+			return inst, stale
 		}
 	}
-	set.misses++
-	return nil
+	return nil, stale
 }
 
 func (p *Pool) kickLocked(set *warmSet) {
@@ -153,7 +190,9 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 		for {
 			p.mu.Lock()
 			set.budgetLimited = p.overBudgetLocked(set)
-			need := !p.closed && len(set.idle)+set.starting < set.prof.Warm.Size && !set.budgetLimited
+			z := set.zyg
+			need := !p.closed && len(set.idle)+set.starting < set.prof.Warm.Size && !set.budgetLimited &&
+				(z != nil || !set.prof.Warm.ForkServer) // a fork server kicks when it is up
 			if need {
 				set.starting++
 			}
@@ -161,7 +200,13 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 			if !need {
 				break
 			}
-			inst, err := p.j.start(ctx, set.prof, record.Request{Workspace: p.workspace}, set.prof.Limits.MaxTimeout.D(), set.prof.Warm.Preload)
+			var inst *instance
+			var err error
+			if z != nil {
+				inst, err = z.spawn(ctx, 0)
+			} else {
+				inst, err = p.j.start(ctx, set.prof, record.Request{Workspace: p.workspace}, set.prof.Limits.MaxTimeout.D(), set.prof.Warm.Preload)
+			}
 			p.mu.Lock()
 			set.starting--
 			if err != nil {
@@ -183,8 +228,11 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 			backoff = time.Second
 			inst.idleBytes = inst.memoryUsage()
 			set.lastSize = inst.idleBytes
+			if z != nil {
+				set.serverBytes = z.memoryUsage()
+			}
 			budget := set.prof.Warm.MemoryBudgetBytes
-			if p.closed || (budget > 0 && set.idleBytes+inst.idleBytes > budget) {
+			if p.closed || (budget > 0 && set.serverBytes+set.idleBytes+inst.idleBytes > budget) {
 				// Over budget: keep fewer idle jails rather than more memory.
 				set.budgetLimited = !p.closed
 				p.mu.Unlock()
@@ -203,7 +251,74 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 // its memory budget, from the size of the last one booted.
 func (p *Pool) overBudgetLocked(set *warmSet) bool {
 	budget := set.prof.Warm.MemoryBudgetBytes
-	return budget > 0 && set.lastSize > 0 && set.idleBytes+set.lastSize*int64(set.starting+1) > budget
+	return budget > 0 && set.lastSize > 0 && set.serverBytes+set.idleBytes+set.lastSize*int64(set.starting+1) > budget
+}
+
+// keepForkServer runs set's fork server until ctx ends: it starts it,
+// kicks the refill once it is up, and starts it again with backoff when it
+// dies. While it is down, requests start cold containers.
+func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
+	defer p.wg.Done()
+	backoff := time.Second
+	for {
+		z, err := p.j.startZygote(ctx, set.prof)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.mu.Lock()
+			set.serverError = err.Error()
+			p.mu.Unlock()
+			p.j.log.Warn("starting fork server", logKeyProfile, set.prof.Name, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		p.mu.Lock()
+		set.zyg = z
+		set.serverStarts++
+		set.serverBytes = z.memoryUsage()
+		p.kickLocked(set)
+		p.mu.Unlock()
+
+		select {
+		case <-z.done:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		set.zyg = nil
+		set.serverBytes = 0
+		// Its idle children died with it.
+		var stale []*instance
+		kept := set.idle[:0]
+		for _, inst := range set.idle {
+			if inst.forked {
+				stale = append(stale, inst)
+				set.idleBytes -= inst.idleBytes
+				set.discarded++
+			} else {
+				kept = append(kept, inst)
+			}
+		}
+		set.idle = kept
+		if ctx.Err() == nil {
+			set.serverError = "fork server exited; output: " + z.stderr.String()
+		}
+		p.mu.Unlock()
+		z.close()
+		for _, inst := range stale {
+			inst.destroy()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.j.log.Warn("fork server exited; starting another", logKeyProfile, set.prof.Name, logKeyID, z.id)
+	}
 }
 
 // Close stops refilling and destroys every idle jail. It waits for jails
@@ -218,6 +333,8 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
+	// keepForkServer has closed every fork server, so their idle children
+	// are gone already; destroying them removes their cgroups.
 	p.mu.Lock()
 	var idle []*instance
 	for _, set := range p.sets {
@@ -240,12 +357,22 @@ func (p *Pool) PoolStatus() any {
 	defer p.mu.Unlock()
 	out := map[string]ProfileStatus{}
 	for name, s := range p.sets {
-		out[name] = ProfileStatus{
+		st := ProfileStatus{
 			Size: s.prof.Warm.Size, Idle: len(s.idle), Starting: s.starting, IdleBytes: s.idleBytes,
 			BudgetBytes: s.prof.Warm.MemoryBudgetBytes, BudgetLimited: s.budgetLimited, Preload: s.prof.Warm.Preload,
 			Hits: s.hits, Misses: s.misses, Started: s.started, Failed: s.failed, Discarded: s.discarded,
 			LastError: s.lastError,
 		}
+		if s.prof.Warm.ForkServer {
+			fs := &ForkServerStatus{State: "starting", Starts: s.serverStarts, MemoryBytes: s.serverBytes,
+				OnDemand: s.onDemand, LastError: s.serverError}
+			if s.zyg != nil {
+				fs.State, fs.ID, fs.Forks = "running", s.zyg.id, s.zyg.forks.Load()
+				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())
+			}
+			st.ForkServer = fs
+		}
+		out[name] = st
 	}
 	return out
 }
@@ -258,6 +385,9 @@ func (p *Pool) WaitReady(ctx context.Context) error {
 		ready := true
 		for _, s := range p.sets {
 			if len(s.idle) < s.prof.Warm.Size && !s.budgetLimited {
+				ready = false
+			}
+			if s.prof.Warm.ForkServer && s.zyg == nil {
 				ready = false
 			}
 		}
@@ -280,6 +410,9 @@ func (p *Pool) lastErrors() error {
 	for name, s := range p.sets {
 		if s.lastError != "" {
 			errs = append(errs, fmt.Errorf("%s: %s", name, s.lastError))
+		}
+		if s.serverError != "" {
+			errs = append(errs, fmt.Errorf("%s fork server: %s", name, s.serverError))
 		}
 	}
 	return errors.Join(errs...)

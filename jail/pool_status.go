@@ -15,4 +15,25 @@ type ProfileStatus struct {
 	Failed        int64    `json:"failed"`
 	Discarded     int64    `json:"discarded"`
 	LastError     string   `json:"last_error,omitempty"`
+	// ForkServer is set for profiles whose idle jails are forked.
+	ForkServer *ForkServerStatus `json:"fork_server,omitempty"`
+}
+
+// ForkServerStatus is a profile's fork server, for sandbox://status.
+type ForkServerStatus struct {
+	// State is "running" or "starting" (also while restarting after a
+	// failure; LastError says why).
+	State         string `json:"state"`
+	ID            string `json:"id,omitempty"`
+	UptimeSeconds int64  `json:"uptime_seconds,omitempty"`
+	// Forks counts the jails the running server has forked.
+	Forks int64 `json:"forks"`
+	// Starts counts server starts; more than one means it was restarted.
+	Starts int64 `json:"starts"`
+	// MemoryBytes is the memory charged to the server itself.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// OnDemand counts requests that found no idle jail and got one forked
+	// for them instead of a cold container.
+	OnDemand  int64  `json:"on_demand"`
+	LastError string `json:"last_error,omitempty"`
 }

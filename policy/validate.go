@@ -54,6 +54,9 @@ func checkRequiredProfiles(c Config) error {
 		if p.Warm.Size < 0 || p.Warm.Refill < 0 || p.Warm.MemoryBudgetBytes < 0 {
 			errs = append(errs, fmt.Errorf("profile %q: warm pool settings must not be negative", name))
 		}
+		if p.Warm.ForkServer && p.Workspace {
+			errs = append(errs, fmt.Errorf("profile %q: fork_server needs a profile without a workspace", name))
+		}
 		if p.Warm.Size > 0 && p.Warm.Refill == 0 {
 			errs = append(errs, fmt.Errorf("profile %q: warm pool of %d needs refill >= 1", name, p.Warm.Size))
 		}

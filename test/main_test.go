@@ -53,7 +53,14 @@ type testEnv struct {
 	jail   *jail.Jail
 	cfg    policy.Config
 	layout *rootfs.Layout
+	// pool, when set, runs everything: PYJAIL_TEST_FORK_SERVER=1 makes
+	// the calc and full profiles fork every jail from a fork server.
+	pool *jail.Pool
 }
+
+// forkServerMode reports whether this run sends the shared tests' jails
+// through fork servers instead of containers.
+func forkServerMode() bool { return os.Getenv("PYJAIL_TEST_FORK_SERVER") == "1" }
 
 var (
 	envOnce sync.Once
@@ -88,12 +95,34 @@ func sharedEnv(t testing.TB) *testEnv {
 			envErr = err
 			return
 		}
+		if forkServerMode() {
+			// Size 0: no idle children, so every run forks on demand and
+			// the only standing jails are the fork servers themselves,
+			// which leftovers() knows to skip.
+			for _, name := range []string{policy.ProfileCalc, policy.ProfileFull} {
+				p := cfg.Profiles[name]
+				p.Workspace = false
+				p.Warm = policy.Warm{Preload: []string{"numpy"}, MemoryBudgetBytes: 1 << 30, ForkServer: true}
+				cfg.Profiles[name] = p
+			}
+			ws := cfg.Profiles[policy.ProfileWorkspace]
+			ws.Warm = policy.Warm{}
+			cfg.Profiles[policy.ProfileWorkspace] = ws
+		}
 		j, err := jail.New(context.Background(), jail.Config{Policy: cfg, Rootfs: layout})
 		if err != nil {
 			envErr = err
 			return
 		}
 		envVal = &testEnv{jail: j, cfg: cfg, layout: layout}
+		if forkServerMode() {
+			envVal.pool = jail.NewPool(j, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if envErr = envVal.pool.WaitReady(ctx); envErr != nil {
+				return
+			}
+		}
 	})
 	if envErr != nil {
 		t.Fatalf("creating jail: %v", envErr)
@@ -110,11 +139,32 @@ func (e *testEnv) run(t *testing.T, profile, code string, opts ...func(*record.R
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	res, err := e.jail.Run(ctx, req)
+	runner := e.jail.Run
+	if e.pool != nil {
+		runner = e.pool.Run
+	}
+	res, err := runner(ctx, req)
 	if err != nil {
 		t.Fatalf("Run(%q): %v", firstLine(code), err)
 	}
+	if e.pool != nil && (req.Profile == policy.ProfileCalc || req.Profile == policy.ProfileFull) && !res.Warm {
+		t.Fatalf("Run(%q) started a container, not a fork: %+v", firstLine(code), e.pool.PoolStatus())
+	}
 	return res
+}
+
+// forkServerIDs lists the IDs of the running fork servers of e's pool.
+func (e *testEnv) forkServerIDs() map[string]bool {
+	ids := map[string]bool{}
+	if e.pool == nil {
+		return ids
+	}
+	for _, st := range e.pool.PoolStatus().(map[string]jail.ProfileStatus) {
+		if st.ForkServer != nil && st.ForkServer.ID != "" {
+			ids[st.ForkServer.ID] = true
+		}
+	}
+	return ids
 }
 
 func withTimeout(d time.Duration) func(*record.Request) {
@@ -182,20 +232,32 @@ func leakCheck(t *testing.T, e *testEnv) {
 // leftovers lists container state dirs, jail cgroups and jail mounts that
 // exist right now.
 func leftovers(e *testEnv) []string {
+	servers := e.forkServerIDs()
 	var out []string
 	if ents, err := os.ReadDir(filepath.Join(e.cfg.StateDir, "containers")); err == nil {
 		for _, ent := range ents {
-			out = append(out, "state:"+ent.Name())
+			if !servers[ent.Name()] {
+				out = append(out, "state:"+ent.Name())
+			}
 		}
 	}
 	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", e.cfg.CgroupParent, "pj-*"))
 	cg2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", e.cfg.CgroupParent, "pj-*"))
 	for _, c := range append(cg, cg2...) {
-		out = append(out, "cgroup:"+c)
+		if !servers[filepath.Base(c)] {
+			out = append(out, "cgroup:"+c)
+		}
 	}
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, e.cfg.StateDir+"/containers") {
+			if !strings.Contains(line, e.cfg.StateDir+"/containers") {
+				continue
+			}
+			server := false
+			for id := range servers {
+				server = server || strings.Contains(line, id)
+			}
+			if !server {
 				out = append(out, "mount:"+line)
 			}
 		}

@@ -50,6 +50,49 @@ type Boot struct {
 	// as returned by policy.PythonPolicy for Layer. The runner refuses to
 	// run code in "calc" or "workspace" without it (fail closed).
 	Policy map[string]any `json:"policy,omitempty"`
+	// ForkServer, when set, makes the runner a fork server: after
+	// preloading it answers "ready" and then forks one child per request
+	// on FDForkRequests; each child isolates itself as ForkServer says and
+	// then behaves like a single-use runner that has just booted.
+	ForkServer *ForkServer `json:"fork_server,omitempty"`
+}
+
+// FDForkRequests is the fork server's request socket (SOCK_SEQPACKET). A
+// request is ForkRequest as JSON with five descriptors attached
+// (SCM_RIGHTS): the child's stdout, stderr, control in, control out and
+// sync socket. The child says one byte on the sync socket, from which the
+// supervisor learns its host pid (SO_PASSCRED), and goes on once the
+// supervisor answers "g" after moving it into its cgroup.
+const FDForkRequests = 5
+
+// ForkRequest asks a fork server for one child.
+type ForkRequest struct {
+	Seq uint64 `json:"seq"`
+}
+
+// ForkExit is the fork server's report, on fd 4, that a child has ended.
+type ForkExit struct {
+	Type   string `json:"type"` // "exit"
+	Seq    uint64 `json:"seq"`
+	Code   int    `json:"code"`
+	Signal int    `json:"signal,omitempty"`
+	// Error explains a request the server could not fork.
+	Error string `json:"error,omitempty"`
+}
+
+// ForkServer is how each forked child isolates itself before its code.
+type ForkServer struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// SeccompBPF is the jail's filter as a classic BPF program, stacked
+	// on the server's own.
+	SeccompBPF []byte   `json:"seccomp_bpf"`
+	Masked     []string `json:"masked"`
+	Readonly   []string `json:"readonly"`
+	TmpBytes   int64    `json:"tmp_bytes"`
+	ShmBytes   int64    `json:"shm_bytes"`
+	// Rlimits are [resource, soft, hard] triples.
+	Rlimits [][3]uint64 `json:"rlimits"`
 }
 
 // Exec is the code to run.

@@ -1168,6 +1168,244 @@ def _address_space_size():
     return 0
 
 
+# --------------------------------------------------------- fork server ---
+#
+# With Boot.fork_server the runner is a fork server: it runs as root of
+# the jail's user namespace (no host privilege) with a few capabilities
+# and a wider seccomp filter, imports Boot.preload once, and then forks one
+# child per request on fd 5. No user code ever runs in the server. Each
+# child, before it reads any code:
+#   1. takes the request's pipes as fds 1-4 and closes everything else, the
+#      server's request socket first;
+#   2. says hello on its sync socket (fd 5), from which the supervisor
+#      learns its host pid, and waits until the supervisor has moved it
+#      into a cgroup of its own;
+#   3. is pid 1 of a new pid namespace (the server unshared one for it) and
+#      unshares mount, net, ipc and uts namespaces; mounts its own /proc
+#      with the jail's masks, and fresh tmpfs on /tmp and /dev/shm;
+#   4. sets the jail's rlimits, drops every capability (bounding set
+#      included), becomes the sandbox user and installs the jail's seccomp
+#      filter on top of the server's;
+# and then continues exactly like a single-use jail's runner: Landlock,
+# "ready", one Exec, one reply, exit. The server reports each child's exit
+# status on fd 4.
+
+FD_REQUESTS = 5
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SECCOMP_MODE_FILTER = 2
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+# The server's own file objects for fds 3 and 4. A child reuses those fd
+# numbers for its pipes; were the objects collected, they would close them.
+_SERVER_FILES = []
+
+
+def _check(ctypes, rc, what):
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def _serve_forks(ctypes, libc, boot, cin, cout):
+    import gc
+    import select
+    import signal
+    import socket
+    # Imported here, once, so that no child pays for them.
+    import base64  # noqa: F401
+    import resource  # noqa: F401
+    _SERVER_FILES.extend((cin, cout))
+    # fds 0-5 stay taken, so descriptors received later land above them and
+    # a child can dup2 onto 1-5 in any order.
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 3)
+    os.close(null)
+    sock = socket.socket(fileno=FD_REQUESTS)
+    pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    children = {}
+    # Everything imported so far is permanent: a child's garbage collector
+    # then never walks (and copies) the server's objects.
+    gc.collect()
+    gc.freeze()
+    _send(cout, {"type": "ready"})
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            _reap(children, cout)
+        if sock not in readable:
+            continue
+        msg, fds, _, _ = socket.recv_fds(sock, 4096, 8)
+        if not msg and not fds:
+            os._exit(0)  # the supervisor closed its end: shut down
+        try:
+            seq = int(json.loads(msg)["seq"])
+        except (ValueError, KeyError, TypeError):
+            seq = None
+        if seq is None or len(fds) != 5:
+            for fd in fds:
+                os.close(fd)
+            if seq is not None:
+                _send(cout, {"type": "exit", "seq": seq, "code": 125, "error": "bad fork request"})
+            continue
+        try:
+            # The next child is pid 1 of a new pid namespace.
+            _check(ctypes, libc.unshare(CLONE_NEWPID), "unshare pid namespace")
+            pid = os.fork()
+        except OSError as e:
+            libc.setns(pidns, CLONE_NEWPID)
+            for fd in fds:
+                os.close(fd)
+            _send(cout, {"type": "exit", "seq": seq, "code": 125, "error": "fork: %s" % e})
+            continue
+        if pid == 0:
+            try:
+                return _fork_child(ctypes, libc, boot["fork_server"], fds, sock)
+            except BaseException as e:
+                try:
+                    os.write(2, ("pyjail fork server: child setup failed: %s\n" % e).encode())
+                finally:
+                    os._exit(125)
+        # Back to our own pid namespace, so the next unshare can make
+        # another one.
+        _check(ctypes, libc.setns(pidns, CLONE_NEWPID), "returning to the server's pid namespace")
+        for fd in fds:
+            os.close(fd)
+        children[pid] = seq
+
+
+def _reap(children, cout):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        seq = children.pop(pid, None)
+        if seq is None:
+            continue
+        ev = {"type": "exit", "seq": seq}
+        if os.WIFSIGNALED(status):
+            ev["signal"] = os.WTERMSIG(status)
+        else:
+            ev["code"] = os.waitstatus_to_exitcode(status)
+        _send(cout, ev)
+
+
+def _fork_child(ctypes, libc, fs, fds, sock):
+    import signal
+    import socket
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # fd 5 is the server's request socket until the sync socket replaces it.
+    for src, dst in zip(fds, (1, 2, 3, 4, 5)):
+        os.dup2(src, dst)
+    sock.detach()
+    os.closerange(6, 1 << 20)
+    sync = socket.socket(fileno=5)
+    sync.send(b"h")
+    if sync.recv(1) != b"g":
+        os._exit(125)
+    sync.close()
+    _isolate(ctypes, libc, fs)
+    # Fork copies the server's random state: draw fresh seeds. (os.fork
+    # reseeds the random module already.)
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        nprandom.seed()
+    return os.fdopen(3, "r"), os.fdopen(4, "w")
+
+
+def _isolate(ctypes, libc, fs):
+    mount = libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _check(ctypes, mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
+    proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _check(ctypes, mount(b"proc", b"/proc", b"proc", proc_flags, None), "mounting /proc")
+    import errno
+    for p in fs.get("masked") or []:
+        b = p.encode()
+        if mount(b"/dev/null", b, None, MS_BIND, None) == 0:
+            continue
+        e = ctypes.get_errno()
+        if e == errno.ENOENT:
+            continue
+        if e != errno.ENOTDIR:
+            _check(ctypes, -1, "masking " + p)
+        _check(ctypes, mount(b"tmpfs", b, b"tmpfs", MS_RDONLY, None), "masking " + p)
+    for p in fs.get("readonly") or []:
+        b = p.encode()
+        if mount(b, b, None, MS_BIND | MS_REC, None) != 0:
+            if ctypes.get_errno() == errno.ENOENT:
+                continue
+            _check(ctypes, -1, "binding " + p)
+        _check(ctypes, mount(b, b, None, proc_flags | MS_BIND | MS_REMOUNT | MS_RDONLY, None), "read-only " + p)
+    tmp_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for target, size in (("/tmp", fs["tmp_bytes"]), ("/dev/shm", fs["shm_bytes"])):
+        data = ("mode=1777,size=%d" % size).encode()
+        _check(ctypes, mount(b"tmpfs", target.encode(), b"tmpfs", tmp_flags, data), "mounting " + target)
+    # The working directory still points into the server's /tmp.
+    os.chdir("/tmp")
+    import resource
+    for res, soft, hard in fs.get("rlimits") or []:
+        resource.setrlimit(res, (soft, hard))
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _check(ctypes, libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping capability %d" % cap)
+    uid, gid = fs["uid"], fs["gid"]
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    hdr = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(ctypes, libc.capset(hdr, data), "clearing capabilities")
+    _check(ctypes, libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+    # Changing uid cleared the dumpable flag, which would make /proc/self
+    # root's; a single-use jail's runner is dumpable too.
+    _check(ctypes, libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "setting dumpable")
+    import base64
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = base64.b64decode(fs["seccomp_bpf"])
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    # no_new_privs is set already (the jail's config), as this requires.
+    _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
+           "installing the seccomp filter")
+
+
+def _boot_error(boot):
+    layer = boot.get("layer") or "none"
+    if layer not in ("none", "calc", "workspace"):
+        return "unknown python layer %r" % layer
+    if layer != "none" and not (boot.get("policy") or {}).get("rules"):
+        # Fail closed: a restricted layer without its policy runs nothing.
+        return "layer %r needs boot.policy" % layer
+    return None
+
+
 def main():
     ctypes, libc = _libc()
     _die_with_parent(libc)
@@ -1175,17 +1413,14 @@ def main():
     cout = os.fdopen(4, "w")
     boot = _read_msg(cin)
     ready = {"type": "ready"}
-    layer = boot.get("layer") or "none"
-    err = None
-    if layer not in ("none", "calc", "workspace"):
-        err = "unknown python layer %r" % layer
-    elif layer != "none" and not (boot.get("policy") or {}).get("rules"):
-        # Fail closed: a restricted layer without its policy runs nothing.
-        err = "layer %r needs boot.policy" % layer
+    err = _boot_error(boot)
     if err is None:
         _load_policy(boot)
         for mod in boot.get("preload") or []:
             __import__(mod)
+        if boot.get("fork_server"):
+            # Returns only in a forked child, isolated and ready for code.
+            cin, cout = _serve_forks(ctypes, libc, boot, cin, cout)
         if boot.get("landlock"):
             ready["landlock"] = _landlock(ctypes, libc, boot.get("workspace") or "")
     else:
