@@ -557,4 +557,3 @@ func forkMemory(prof policy.Profile, req record.Request) int64 {
 	}
 	return 0
 }
-
