@@ -14,14 +14,18 @@ build:
 ROOTFS ?= /var/lib/pyjail/rootfs
 
 # The whole suite: unit tests, the policy package without cgo, the
-# root-only integration tests (on the host rootfs, and their isolation
-# and rootfs checks again on the built Debian rootfs) and the end-to-end
-# MCP client tests.
+# root-only integration tests (on the host rootfs; their isolation and
+# rootfs checks again on the built Debian rootfs; and the isolation,
+# limit, escape and leak tests once more with every calc and full jail
+# forked from a fork server) and the end-to-end MCP client tests.
+FORK_SERVER_TESTS := Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|Timeout|Output|Scientific|Escape|ManyRuns|ConcurrentRuns|Cancellation
 test: build lint rootfs
 	CGO_ENABLED=0 $(GO) test -count=1 ./policy/...
 	PYJAIL_TEST_DEBIAN_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 30m ./...
 	PYJAIL_TEST_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 10m \
 		-run 'Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|Scientific|EscapeCorpusPythonLayer' ./test/
+	PYJAIL_TEST_FORK_SERVER=1 PYJAIL_TEST_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 15m \
+		-run '$(FORK_SERVER_TESTS)' ./test/
 	$(MAKE) e2e
 
 # Build (or confirm, in well under a second) the Debian rootfs.

@@ -241,6 +241,27 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 		}
 	}
 	res, err := inst.exec(ctx, req.Code, timeout)
+	if errors.Is(err, errForkServerDown) && ctx.Err() == nil {
+		// The fork server died under this jail, taking it along: the
+		// sandbox failed, not the code. Forked jails have no workspace,
+		// so running the code again elsewhere (a new server's jail, or a
+		// cold one) changes nothing but the answer's arrival.
+		j.log.Warn("fork server died during a run; running it again", logKeyID, inst.id)
+		dead := inst
+		j.teardowns.Add(1)
+		go func() { defer j.teardowns.Done(); dead.destroy() }()
+		inst = nil
+		if take != nil {
+			inst = take(ctx, prof, req)
+		}
+		if warm = inst != nil; !warm {
+			if inst, err = j.start(ctx, prof, req, timeout, nil); err != nil {
+				<-j.slots
+				return nil, err
+			}
+		}
+		res, err = inst.exec(ctx, req.Code, timeout)
+	}
 	if res != nil {
 		res.Warm = warm
 	}
@@ -274,8 +295,11 @@ type instance struct {
 	kill func()
 	// release frees what the jail holds once its processes are gone.
 	release func()
-	// forked reports a jail made by a fork server.
+	// forked reports a jail made by a fork server, and lowCPU one whose
+	// cgroup still has the idle CPU weight it warmed up with.
 	forked   bool
+	lowCPU   bool
+	server   *zygote // the fork server of a forked jail
 	ctlIn    *os.File      // supervisor's end of the runner's fd 3
 	messages chan message  // lines from the runner's fd 4
 	exited   chan waitDone // closed after init's exit status is known
@@ -623,6 +647,9 @@ wait:
 	inst.drainOutput()
 	if ctxErr != nil {
 		return nil, fmt.Errorf("running %q: %w", inst.id, ctxErr)
+	}
+	if exited && done.err != "" && reply == nil && !timedOut && !flooded {
+		return nil, fmt.Errorf("%w: running %q: %s", errForkServerDown, inst.id, done.err)
 	}
 
 	res := &record.Result{

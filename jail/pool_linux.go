@@ -115,7 +115,7 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 	if inst != nil || z == nil {
 		return inst
 	}
-	inst, err := z.spawn(ctx, forkMemory(prof, req))
+	inst, err := z.spawn(ctx, forkMemory(prof, req), false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -152,7 +152,7 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 		set.idle = set.idle[1:]
 		set.idleBytes -= inst.idleBytes
 		switch {
-		case inst.dead():
+		case inst.dead(), inst.forked && !inst.server.alive():
 			set.discarded++
 			stale = append(stale, inst)
 		case inst.ws != wantWS || (wantWS != "" && inst.wsIno != wantIno):
@@ -161,6 +161,14 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 			set.discarded++
 			stale = append(stale, inst)
 		default:
+			if inst.lowCPU {
+				// Its warm-up stops when the code arrives; from now on it
+				// competes for CPU like any run.
+				if err := setCPUWeightDefault(inst.mgr); err != nil {
+					p.j.log.Warn("restoring CPU weight", logKeyID, inst.id, "err", err)
+				}
+				inst.lowCPU = false
+			}
 			set.hits++
 			inst.resetCounters()
 			return inst, stale
@@ -203,7 +211,7 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 			var inst *instance
 			var err error
 			if z != nil {
-				inst, err = z.spawn(ctx, 0)
+				inst, err = z.spawn(ctx, 0, true)
 			} else {
 				inst, err = p.j.start(ctx, set.prof, record.Request{Workspace: p.workspace}, set.prof.Limits.MaxTimeout.D(), set.prof.Warm.Preload)
 			}
@@ -369,6 +377,7 @@ func (p *Pool) PoolStatus() any {
 			if s.zyg != nil {
 				fs.State, fs.ID, fs.Forks = "running", s.zyg.id, s.zyg.forks.Load()
 				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())
+				fs.WarmupError = s.zyg.warmupError
 			}
 			st.ForkServer = fs
 		}

@@ -30,6 +30,8 @@ type ForkServerStatus struct {
 	Forks int64 `json:"forks"`
 	// Starts counts server starts; more than one means it was restarted.
 	Starts int64 `json:"starts"`
+	// WarmupError says why warm.warmup failed; jails work without it.
+	WarmupError string `json:"warmup_error,omitempty"`
 	// MemoryBytes is the memory charged to the server itself.
 	MemoryBytes int64 `json:"memory_bytes"`
 	// OnDemand counts requests that found no idle jail and got one forked

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,8 @@ type zygote struct {
 	// done is closed once the server's container init has exited.
 	done  chan struct{}
 	forks atomic.Int64
+	// warmupError says why the warm-up failed, if it did.
+	warmupError string
 }
 
 // startZygote starts profile prof's fork server and waits until it has
@@ -192,6 +195,7 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 				{unix.RLIMIT_CORE, 0, 0},
 				{unix.RLIMIT_CPU, cpuTime, cpuTime + 1},
 			},
+			Warmup: prof.Warm.Warmup,
 		},
 	}
 	err = writeJSONLine(bootW, boot)
@@ -213,6 +217,8 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 				err = fmt.Errorf("fork server refused its boot: %s", m.Error)
 			case m.Type != "ready":
 				err = fmt.Errorf("fork server sent %q before ready", m.Type)
+			default:
+				z.warmupError = m.WarmupError
 			}
 		}
 		ready <- err
@@ -232,6 +238,10 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		}
 	case <-bootCtx.Done():
 		return nil, fmt.Errorf("booting fork server %q: %w", z.id, bootCtx.Err())
+	}
+	if z.warmupError != "" {
+		j.log.Warn("fork server warm-up failed; forked jails will be slower", logKeyID, z.id,
+			logKeyProfile, prof.Name, "err", z.warmupError)
 	}
 	j.log.Info("fork server ready", logKeyID, z.id, logKeyProfile, prof.Name,
 		"boot_ms", time.Since(z.created).Milliseconds(), "preload", prof.Warm.Preload)
@@ -327,12 +337,14 @@ func (z *zygote) close() {
 
 // spawn forks a jail from the server and returns it once its runner is
 // ready for code. memoryLimit, if above zero and below the profile's, is
-// the jail's memory limit. On error nothing is left behind.
-func (z *zygote) spawn(ctx context.Context, memoryLimit int64) (_ *instance, retErr error) {
+// the jail's memory limit. warm makes the child run the profile's warm-up
+// after it is ready, while it waits for code (for idle jails; see
+// runner.py _warm_child). On error nothing is left behind.
+func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *instance, retErr error) {
 	j := z.j
 	prof := z.prof
 	inst := &instance{
-		j: j, id: newID(), profile: prof, forked: true,
+		j: j, id: newID(), profile: prof, forked: true, server: z,
 		messages: make(chan message, 2),
 		exited:   make(chan waitDone, 1),
 		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
@@ -371,6 +383,12 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64) (_ *instance, ret
 		}
 	}
 	cleanups = append(cleanups, removeCgroup)
+	if warm {
+		// An idle jail warms up with CPU nobody else wants: at the lowest
+		// weight it cannot slow a run a caller waits for. Pool.take gives
+		// it the default weight back before its code runs.
+		cg.Resources.CpuShares, cg.Resources.CpuWeight = cpuSharesIdle, cpuWeightIdle
+	}
 	if err := mgr.Set(cg.Resources); err != nil {
 		return nil, fmt.Errorf("setting limits of %q: %w", inst.id, err)
 	}
@@ -434,7 +452,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64) (_ *instance, ret
 	seq := z.seq
 	z.pending[seq] = inst
 	z.mu.Unlock()
-	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq})
+	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm})
 	fds := make([]int, len(theirs))
 	for i, f := range theirs {
 		fds[i] = int(f.Fd())
@@ -496,6 +514,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64) (_ *instance, ret
 	case <-readyCtx.Done():
 		return nil, fmt.Errorf("waiting for forked jail %q: %w", inst.id, readyCtx.Err())
 	}
+	inst.lowCPU = warm
 	inst.cpuAtReady = inst.cpuUsage()
 	j.log.Debug("forked jail ready", logKeyID, inst.id, "server", z.id, "pid", pid,
 		"ready_ms", time.Since(inst.created).Milliseconds())
@@ -547,6 +566,23 @@ func (z *zygote) hello(ctx context.Context, inst *instance, conn *net.UnixConn) 
 		// sync socket makes it exit.
 		return 0, ctx.Err()
 	}
+}
+
+// CPU weights of a jail that warms up while idle, and the defaults it
+// returns to once ready (cgroup v1 cpu.shares, v2 cpu.weight).
+const (
+	cpuSharesIdle    = 2
+	cpuSharesDefault = 1024
+	cpuWeightIdle    = 1
+	cpuWeightDefault = 100
+)
+
+// setCPUWeightDefault gives a jail's cgroup the default CPU weight.
+func setCPUWeightDefault(mgr cgroups.Manager) error {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return cgroups.WriteFile(mgr.Path(""), "cpu.weight", strconv.Itoa(cpuWeightDefault))
+	}
+	return cgroups.WriteFile(mgr.Path("cpu"), "cpu.shares", strconv.Itoa(cpuSharesDefault))
 }
 
 // forkRequest describes a spawn for the pool: the memory limit a request

@@ -40,9 +40,8 @@ func forkServerRules() []Rule {
 			Names:  []string{"setns", "unshare"},
 			Action: ActAllow,
 			Why: "The server unshares a pid namespace before each fork and returns to its own with setns; the " +
-				"child unshares mount, net, ipc and uts namespaces. No new user namespace: clone with " +
-				"CLONE_NEWUSER stays refused and unshare(CLONE_NEWUSER) needs a single-threaded caller " +
-				"outside any chroot, which the jail filter denies again before user code.",
+				"child unshares mount, net, ipc and uts namespaces. Only the server's own code runs under this " +
+				"filter: the jail filter each child stacks before its code refuses both calls again.",
 		},
 		{
 			Names:  []string{"capget", "capset", "setgroups", "setresgid", "setresuid"},

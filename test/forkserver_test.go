@@ -4,7 +4,11 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,9 +17,15 @@ import (
 	"github.com/pyjail/pyjail/policy"
 )
 
-// newForkPool builds a pool whose full profile (without a workspace, so
-// the Python layer is off and only the kernel layers hold) gets its idle
-// jails from a fork server that preloaded preload.
+// The fork server's children run the same isolation, limit and escape
+// tests as containers: `make test` runs them a second time with
+// PYJAIL_TEST_FORK_SERVER=1 (see sharedEnv). The tests here cover what is
+// particular to forking: nothing of one child reaches another, the
+// server's privileges never reach user code, and the server's life cycle.
+
+// newForkPool builds a pool whose calc and full profiles (full without a
+// workspace, so only the kernel layers hold) get idle jails from fork
+// servers that preloaded preload and keep size idle children each.
 func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv) {
 	t.Helper()
 	e := sharedEnv(t)
@@ -25,13 +35,12 @@ func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv
 		p.Warm = policy.Warm{}
 		profiles[name] = p
 	}
-	full := profiles[policy.ProfileFull]
-	full.Workspace = false
-	full.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
-	profiles[policy.ProfileFull] = full
-	calc := profiles[policy.ProfileCalc]
-	calc.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
-	profiles[policy.ProfileCalc] = calc
+	for _, name := range []string{policy.ProfileCalc, policy.ProfileFull} {
+		p := profiles[name]
+		p.Workspace = false
+		p.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
+		profiles[name] = p
+	}
 	cfg.Profiles = profiles
 	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
 	if err != nil {
@@ -43,6 +52,7 @@ func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv
 		if left := leftovers(e); len(left) > 0 {
 			t.Errorf("left behind after Close: %v", left)
 		}
+		assertNoSandboxProcesses(t, e)
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -58,19 +68,318 @@ func forkRun(t *testing.T, p *jail.Pool, profile, code string) *record.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !res.Warm {
+		t.Fatalf("run was not forked (a cold container served it): %+v", p.PoolStatus())
+	}
 	return res
 }
 
-func TestForkServerSmoke(t *testing.T) {
-	p, _ := newForkPool(t, 2, []string{"json"})
-	res := forkRun(t, p, policy.ProfileFull, "import os\nprint(os.getpid(), os.getuid())\nprint(open('/proc/self/status').read())")
-	t.Log(describe(res))
-	if res.Verdict != record.VerdictOK || !strings.HasPrefix(res.Stdout, "1 1000") {
-		t.Fatal(describe(res))
+func forkStatus(t *testing.T, p *jail.Pool, profile string) jail.ProfileStatus {
+	t.Helper()
+	st := p.PoolStatus().(map[string]jail.ProfileStatus)[profile]
+	if st.ForkServer == nil {
+		t.Fatalf("profile %s has no fork server in the status: %+v", profile, st)
 	}
-	res = forkRun(t, p, policy.ProfileCalc, "1+1")
-	if res.Verdict != record.VerdictOK {
-		t.Fatal(describe(res))
+	return st
+}
+
+// TestForkServerChildHasNoServerPrivileges is the invariant of the design:
+// the server keeps capabilities and a wider seccomp filter, and user code
+// must never run with any of it. Every check tries to use what the server
+// has.
+func TestForkServerChildHasNoServerPrivileges(t *testing.T) {
+	p, e := newForkPool(t, 1, []string{"json"})
+	m := e.cfg.IDMap
+	probe := fmt.Sprintf(`
+import ctypes, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+bad = []
+for k in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]:
+    if st[k].strip() != "0000000000000000": bad.append((k, st[k]))
+if st["NoNewPrivs"].strip() != "1": bad.append("no_new_privs off")
+# The server's filter plus the jail's, stacked: never the server's alone.
+if st.get("Seccomp_filters", "").strip() != "2": bad.append(("filters", st.get("Seccomp_filters")))
+if os.getresuid() != (%d, %d, %d) or os.getresgid() != (%d, %d, %d): bad.append(("ids", os.getresuid(), os.getresgid()))
+if os.getgroups(): bad.append(("groups", os.getgroups()))
+if os.getpid() != 1: bad.append(("pid", os.getpid()))
+# The server's request socket (fd 5) and everything else it held are closed.
+fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+for fd in fds:
+    if fd > 4:
+        try:
+            target = os.readlink("/proc/self/fd/%%d" %% fd)
+        except OSError:
+            continue
+        if "socket" in target or "pipe" in target: bad.append(("fd", fd, target))
+# Everything the server may do and its children must not.
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+for name, rc in [
+    ("mount", libc.mount(b"tmpfs", b"/mnt", b"tmpfs", 0, None)),
+    ("umount", libc.umount2(b"/proc", 2)),
+    ("unshare mnt", libc.unshare(CLONE_NEWNS)),
+    ("unshare user", libc.unshare(CLONE_NEWUSER)),
+    ("unshare pid", libc.unshare(CLONE_NEWPID)),
+    ("unshare net", libc.unshare(CLONE_NEWNET)),
+    ("setns", libc.setns(0, 0)),
+    ("setresuid 0", libc.setresuid(0, 0, 0)),
+    ("setgroups", libc.setgroups(0, None)),
+]:
+    if rc == 0: bad.append(name + " succeeded")
+libc.capset(ctypes.byref((ctypes.c_uint32 * 2)(0x20080522, 0)), ctypes.byref((ctypes.c_uint32 * 6)(0xffffffff, 0xffffffff, 0, 0, 0, 0)))
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+if st["CapEff"].strip() != "0000000000000000" or st["CapPrm"].strip() != "0000000000000000":
+    bad.append("capset raised capabilities")
+# Only this jail's processes, and not the server, are visible.
+pids = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+if pids != [1]: bad.append(("pids", pids))
+if socket.gethostname() != "sandbox": bad.append(("hostname", socket.gethostname()))
+print("BAD", bad)
+`, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID)
+	// Both the pool's idle children and a child forked on demand.
+	for i := range 3 {
+		res := forkRun(t, p, policy.ProfileFull, probe)
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "BAD []" {
+			t.Fatalf("run %d: a forked jail holds what its server holds:\n%s", i, describe(res))
+		}
 	}
-	t.Logf("%+v", p.PoolStatus())
+}
+
+// TestForkServerIsolatesConsecutiveRuns plants state of every kind in one
+// forked jail and looks for it from the next ones, idle and on demand.
+func TestForkServerIsolatesConsecutiveRuns(t *testing.T) {
+	p, _ := newForkPool(t, 2, []string{"json", "numpy"})
+	plant := `
+import builtins, json, os, socket, subprocess, sys, threading, time
+builtins.PLANTED = 1
+json.dumps = lambda *a, **k: "patched"
+sys.modules["planted_module"] = type(sys)("planted_module")
+open("/tmp/planted", "w").write("x")
+open("/dev/shm/planted", "w").write("x")
+os.environ["PLANTED"] = "1"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0pyjail-planted")
+s.listen()
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+subprocess.Popen(["sleep", "60"])
+import numpy
+numpy.PLANTED = 1
+print("planted")
+`
+	if res := forkRun(t, p, policy.ProfileFull, plant); res.Verdict != record.VerdictOK {
+		t.Fatalf("plant run:\n%s", describe(res))
+	}
+	check := `
+import builtins, json, os, socket, sys, threading
+leaks = []
+if hasattr(builtins, "PLANTED"): leaks.append("builtins")
+if json.dumps({}) != "{}": leaks.append("module patch")
+if "planted_module" in sys.modules: leaks.append("sys.modules")
+for f in ["/tmp/planted", "/dev/shm/planted"]:
+    if os.path.exists(f): leaks.append(f)
+if "PLANTED" in os.environ: leaks.append("environment")
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    c.connect("\0pyjail-planted")
+    leaks.append("abstract socket")
+except OSError:
+    pass
+if threading.active_count() != 1: leaks.append("threads")
+procs = [d for d in os.listdir("/proc") if d.isdigit()]
+if procs != ["1"]: leaks.append("processes %r" % procs)
+import numpy
+if hasattr(numpy, "PLANTED"): leaks.append("numpy patch")
+print(leaks)
+`
+	// More runs than idle children: the last ones are forked on demand.
+	for i := range 4 {
+		res := forkRun(t, p, policy.ProfileFull, check)
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "[]" {
+			t.Fatalf("run %d: state leaked between forked jails:\n%s", i, describe(res))
+		}
+	}
+}
+
+// TestForkServerConcurrentRunsAreSeparate runs forked jails at the same
+// time. Each must have namespaces of its own (compared by inode), its own
+// /tmp and /proc, and no way to reach another's abstract socket: sharing a
+// server must not mean sharing a namespace.
+func TestForkServerConcurrentRunsAreSeparate(t *testing.T) {
+	p, _ := newForkPool(t, 4, nil)
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		nss = map[string]int{}
+	)
+	for i := range 4 {
+		wg.Go(func() {
+			code := fmt.Sprintf(`
+import os, socket, time
+me = %d
+open("/tmp/m%%d" %%  me, "w").write("x")
+uds = socket.socket(socket.AF_UNIX)
+uds.bind("\0pyjail-concurrent-%%d" %% me)
+uds.listen()
+time.sleep(1.0)
+seen = []
+for other in range(4):
+    if other == me:
+        continue
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0pyjail-concurrent-%%d" %% other)
+        seen.append(other)
+    except OSError:
+        pass
+seen += sorted(f for f in os.listdir("/tmp") if f.startswith("m") and f != "m%%d" %% me)
+seen += [d for d in os.listdir("/proc") if d.isdigit() and d != "1"]
+print(seen)
+print(" ".join(os.readlink("/proc/self/ns/" + n) for n in ["net", "mnt", "ipc", "uts", "pid"]))
+`, i)
+			res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Timeout: 20 * time.Second, Code: code})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+			if len(lines) != 2 || lines[0] != "[]" || !res.Warm {
+				t.Errorf("run %d (warm=%v) reached another:\n%s", i, res.Warm, describe(res))
+				return
+			}
+			mu.Lock()
+			for _, ns := range strings.Fields(lines[1]) {
+				nss[ns]++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for ns, n := range nss {
+		if n != 1 {
+			t.Errorf("namespace %s shared by %d concurrent forked jails", ns, n)
+		}
+	}
+	if len(nss) != 4*5 {
+		t.Errorf("want 20 distinct namespaces from 4 jails, got %d: %v", len(nss), nss)
+	}
+}
+
+// TestForkServerFreshRandomness checks that forked jails do not replay the
+// server's random state: a fork copies it.
+func TestForkServerFreshRandomness(t *testing.T) {
+	p, _ := newForkPool(t, 2, []string{"numpy"})
+	code := "import random, numpy\nprint(random.random(), numpy.random.rand())"
+	seen := map[string]bool{}
+	for range 4 {
+		res := forkRun(t, p, policy.ProfileFull, code)
+		out := strings.TrimSpace(res.Stdout)
+		if res.Verdict != record.VerdictOK || seen[out] {
+			t.Fatalf("random numbers repeat across forked jails (%q):\n%s", out, describe(res))
+		}
+		seen[out] = true
+	}
+}
+
+// TestForkServerLimits checks that a forked jail's limits are its own
+// cgroup's: a lower memory limit per request is honoured, the OOM kill
+// is named, and the fork server survives it.
+func TestForkServerLimits(t *testing.T) {
+	p, _ := newForkPool(t, 1, []string{"json"})
+	grow := "x = []\nwhile True: x.append(bytearray(8 << 20))"
+	res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: grow, Timeout: 20 * time.Second, MemoryBytes: 64 * policy.MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != record.VerdictMemoryLimit || !res.Warm || res.PeakMemoryBytes > 80*policy.MiB {
+		t.Fatalf("want memory_limit near 64 MiB from a forked jail:\n%s", describe(res))
+	}
+	res = forkRun(t, p, policy.ProfileFull, "import os\nfor _ in range(200):\n    try:\n        os.fork() or os._exit(0)\n    except OSError:\n        print('EAGAIN'); break")
+	if !strings.Contains(res.Stdout, "EAGAIN") {
+		t.Fatalf("the pids limit did not hold in a forked jail:\n%s", describe(res))
+	}
+	res, err = p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "while True: pass", Timeout: time.Second})
+	if err != nil || res.Verdict != record.VerdictTimeout {
+		t.Fatalf("busy loop: %v\n%s", err, describe(res))
+	}
+	if st := forkStatus(t, p, policy.ProfileFull).ForkServer; st.State != "running" || st.Starts != 1 {
+		t.Fatalf("the fork server did not survive its children's limits: %+v", st)
+	}
+}
+
+// TestForkServerRestartsAndFallsBackCold kills a fork server: runs go on
+// (cold while it is down), and the pool starts another.
+func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
+	p, e := newForkPool(t, 1, []string{"json"})
+	before := forkStatus(t, p, policy.ProfileFull).ForkServer
+	killed := 0
+	// Fork servers are the only jail processes running as the user
+	// namespace's root (host uid IDMap.HostID); kill this pool's.
+	for _, pid := range processesOfUID(t, e.cfg.IDMap.HostID) {
+		if strings.Contains(readCgroup(pid), before.ID) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+				killed++
+			}
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("found no process of fork server %s", before.ID)
+	}
+	for range 3 {
+		res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "print(7)", Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("run after the fork server died: %v", err)
+		}
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "7" {
+			t.Fatalf("run after the fork server died:\n%s", describe(res))
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := forkStatus(t, p, policy.ProfileFull).ForkServer
+	if after.Starts < 2 || after.ID == before.ID || after.State != "running" {
+		t.Fatalf("no new fork server: before %+v, after %+v", before, after)
+	}
+	forkRun(t, p, policy.ProfileFull, "print(8)")
+}
+
+// TestForkServerRejectsWorkspaceProfiles: a fork server's children share
+// its mounts, so a workspace profile cannot have one.
+func TestForkServerRejectsWorkspaceProfiles(t *testing.T) {
+	cfg := policy.Default()
+	ws := cfg.Profiles[policy.ProfileWorkspace]
+	ws.Warm.ForkServer = true
+	cfg.Profiles[policy.ProfileWorkspace] = ws
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "fork_server") {
+		t.Fatalf("Validate() = %v, want a fork_server error", err)
+	}
+}
+
+func processesOfUID(t *testing.T, uid uint32) []int {
+	t.Helper()
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		var pid int
+		if _, err := fmt.Sscan(ent.Name(), &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == fmt.Sprint(uid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func readCgroup(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return string(b)
 }

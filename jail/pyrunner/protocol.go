@@ -68,6 +68,9 @@ const FDForkRequests = 5
 // ForkRequest asks a fork server for one child.
 type ForkRequest struct {
 	Seq uint64 `json:"seq"`
+	// Warm asks the child to run ForkServer.Warmup before it is ready:
+	// right for a pool's idle jails, wasted on a jail a caller waits for.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // ForkExit is the fork server's report, on fd 4, that a child has ended.
@@ -93,6 +96,11 @@ type ForkServer struct {
 	ShmBytes   int64    `json:"shm_bytes"`
 	// Rlimits are [resource, soft, hard] triples.
 	Rlimits [][3]uint64 `json:"rlimits"`
+	// Warmup is trusted code the server runs once before it forks (so
+	// libraries finish their lazy initialisation) and every child runs
+	// again before it is ready (so the child's copy-on-write faults happen
+	// before the caller's code, not during it). Its output is discarded.
+	Warmup []string `json:"warmup,omitempty"`
 }
 
 // Exec is the code to run.
@@ -113,6 +121,9 @@ type Message struct {
 	// the Exec and answers it with StatusInternal, so a supervisor that
 	// ignores Error fails closed.
 	Error string `json:"error,omitempty"`
+	// WarmupError says why the fork server's warm-up failed; the server
+	// works without it, only slower.
+	WarmupError string `json:"warmup_error,omitempty"`
 }
 
 // Reply statuses.
