@@ -299,7 +299,7 @@ type instance struct {
 	// cgroup still has the idle CPU weight it warmed up with.
 	forked   bool
 	lowCPU   bool
-	server   *zygote // the fork server of a forked jail
+	server   *zygote       // the fork server of a forked jail
 	ctlIn    *os.File      // supervisor's end of the runner's fd 3
 	messages chan message  // lines from the runner's fd 4
 	exited   chan waitDone // closed after init's exit status is known
