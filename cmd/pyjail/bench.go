@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -168,6 +169,25 @@ func runBench(ctx context.Context, base *slog.Logger, common *commonFlags, opt b
 	}
 	pool := jail.NewPool(wj, "")
 	defer func() { _ = pool.Close() }()
+	// With a fork server, an empty pool means a jail forked on demand: a
+	// second pool with no idle jails measures that path.
+	var demand *jail.Pool
+	if prof.Warm.ForkServer {
+		demandCfg := poolCfg
+		demandCfg.Profiles = maps.Clone(poolCfg.Profiles)
+		p := demandCfg.Profiles[opt.profile]
+		p.Warm.Size = 0
+		demandCfg.Profiles[opt.profile] = p
+		dj, err := jail.New(ctx, jail.Config{Policy: demandCfg, Rootfs: layout, Logger: base})
+		if err != nil {
+			return nil, fmt.Errorf("creating on-demand jail: %w", err)
+		}
+		demand = jail.NewPool(dj, "")
+		defer func() { _ = demand.Close() }()
+		if err := waitReady(ctx, demand); err != nil {
+			return nil, err
+		}
+	}
 
 	rep := &benchReport{
 		Version: version, Profile: opt.profile, Rootfs: fmt.Sprintf("%s %s", layout.Kind, layout.Root),
@@ -182,7 +202,7 @@ func runBench(ctx context.Context, base *slog.Logger, common *commonFlags, opt b
 	// The first fill ran while the page cache was cold: not a fair boot time.
 	warmLog.takeBoots()
 
-	cases := benchCases(opt.profile, cold, pool, coldLog, warmLog, &rep.Notes)
+	cases := benchCases(opt.profile, cold, pool, demand, coldLog, warmLog, &rep.Notes)
 	base.Info("latency phase", "cases", len(cases), "runs", opt.runs)
 	if err := latencyPhase(ctx, base, pool, cases, opt.runs); err != nil {
 		return nil, err
@@ -224,7 +244,7 @@ func waitReady(ctx context.Context, pool *jail.Pool) error {
 
 // benchCases lists the latency cases, group by group; the first case of a
 // group is its baseline.
-func benchCases(profile string, cold *jail.Jail, pool *jail.Pool, coldLog, warmLog *timingLog, notes *[]string) []*benchCase {
+func benchCases(profile string, cold *jail.Jail, pool, demand *jail.Pool, coldLog, warmLog *timingLog, notes *[]string) []*benchCase {
 	req := func(c benchCode) record.Request {
 		return record.Request{Profile: record.Profile(profile), Code: c.Code}
 	}
@@ -245,6 +265,9 @@ func benchCases(profile string, cold *jail.Jail, pool *jail.Pool, coldLog, warmL
 		}
 		add(&benchCase{code: code, name: "pyjail cold", timings: coldLog, run: jailProbe(cold.Run, req(code))})
 		add(&benchCase{code: code, name: "pyjail warm", warm: true, timings: warmLog, run: jailProbe(pool.Run, req(code))})
+		if demand != nil {
+			add(&benchCase{code: code, name: "pyjail forked on demand", warm: true, run: jailProbe(demand.Run, req(code))})
+		}
 	}
 	return cases
 }
@@ -651,6 +674,8 @@ type poolStats struct {
 	Hits         int64    `json:"hits"`
 	Misses       int64    `json:"misses"`
 	Failed       int64    `json:"failed"`
+	// ForkServer is the profile's fork server, if it has one.
+	ForkServer *jail.ForkServerStatus `json:"fork_server,omitempty"`
 }
 
 // summary is the nearest-rank statistics of one sample set, in ms.
@@ -740,6 +765,7 @@ func poolSummary(pool *jail.Pool, profile string, warm policy.Warm, boots []jail
 	if all, ok := pool.PoolStatus().(map[string]jail.ProfileStatus); ok {
 		ps := all[profile]
 		st.Idle, st.IdleBytes, st.Hits, st.Misses, st.Failed = ps.Idle, ps.IdleBytes, ps.Hits, ps.Misses, ps.Failed
+		st.ForkServer = ps.ForkServer
 		if ps.Idle > 0 {
 			st.PerJailBytes = ps.IdleBytes / int64(ps.Idle)
 		}
@@ -802,6 +828,12 @@ func writeBenchText(w io.Writer, r *benchReport) {
 	row("WARM POOL", "size "+fmt.Sprint(p.Size)+", preload "+strings.Join(p.Preload, ","), "IDLE", "MiB/JAIL", "BOOT P50/P99 ms", "BOOTS", "CONTAINER P50", "HITS/MISSES")
 	row("", "", fmt.Sprint(p.Idle), fmt.Sprintf("%.1f", float64(p.PerJailBytes)/float64(policy.MiB)),
 		fmtMS(p.BootP50MS)+"/"+fmtMS(p.BootP99MS), fmt.Sprint(p.Boots), fmtMS(p.StartP50MS), fmt.Sprintf("%d/%d", p.Hits, p.Misses))
+	if fs := p.ForkServer; fs != nil {
+		row()
+		row("FORK SERVER", "jails are forked from one preloaded interpreter", "STATE", "SERVER MiB", "FORKS", "STARTS", "ON DEMAND", "")
+		row("", "", fs.State, fmt.Sprintf("%.1f", float64(fs.MemoryBytes)/float64(policy.MiB)),
+			fmt.Sprint(fs.Forks), fmt.Sprint(fs.Starts), fmt.Sprint(fs.OnDemand), "")
+	}
 	tw.Flush()
 	for _, c := range r.Cases {
 		switch {
