@@ -297,22 +297,26 @@ type instance struct {
 	release func()
 	// forked reports a jail made by a fork server, and lowCPU one whose
 	// cgroup still has the idle CPU weight it warmed up with.
-	forked   bool
-	lowCPU   bool
-	server   *zygote       // the fork server of a forked jail
-	ctlIn    *os.File      // supervisor's end of the runner's fd 3
-	messages chan message  // lines from the runner's fd 4
-	exited   chan waitDone // closed after init's exit status is known
-	stdout   *cappedBuffer
-	stderr   *cappedBuffer
-	drained  sync.WaitGroup
-	flooded  chan struct{}
-	floodOne sync.Once
-	ws       string // host path of the mounted workspace, or ""
-	wsIno    uint64 // its inode when mounted: a restore swaps the directory
-	before   treeSnapshot
-	landlock string
-	created  time.Time
+	forked bool
+	lowCPU bool
+	server *zygote // the fork server of a forked jail
+	// warmed is closed once an idle forked jail has finished its
+	// warm-up; Pool.take prefers such jails.
+	warmed     chan struct{}
+	warmedOnce sync.Once
+	ctlIn      *os.File      // supervisor's end of the runner's fd 3
+	messages   chan message  // lines from the runner's fd 4
+	exited     chan waitDone // closed after init's exit status is known
+	stdout     *cappedBuffer
+	stderr     *cappedBuffer
+	drained    sync.WaitGroup
+	flooded    chan struct{}
+	floodOne   sync.Once
+	ws         string // host path of the mounted workspace, or ""
+	wsIno      uint64 // its inode when mounted: a restore swaps the directory
+	before     treeSnapshot
+	landlock   string
+	created    time.Time
 	// cpuAtReady is the cgroup's CPU time when the runner became ready, so
 	// a warm jail's boot is not charged to the code.
 	cpuAtReady uint64
@@ -469,7 +473,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		inst.exited <- waitDone{code: code, signal: sig}
 		close(inst.exited)
 	}()
-	go readMessages(ctlR, inst.messages)
+	go readMessages(ctlR, inst.messages, nil)
 
 	boot := pyrunner.Boot{
 		Layer:   string(prof.Python),
@@ -530,7 +534,8 @@ func writeJSONLine(w io.Writer, v any) error {
 
 // readMessages decodes the runner's control lines. Lines are capped so a
 // compromised runner cannot make the supervisor buffer without bound.
-func readMessages(r *os.File, out chan<- message) {
+// A forked jail's "warmed" note goes to onWarmed instead of out.
+func readMessages(r *os.File, out chan<- message, onWarmed func()) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -542,6 +547,10 @@ func readMessages(r *os.File, out chan<- message) {
 			default:
 			}
 			return
+		}
+		if m.Type == "warmed" && onWarmed != nil {
+			onWarmed()
+			continue
 		}
 		select {
 		case out <- message{msg: m}:

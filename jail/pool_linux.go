@@ -147,6 +147,15 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 		wantWS, wantIno = ws, ino
 	}
 	var stale []*instance
+	// A forked jail that has finished its warm-up first: one still warming
+	// would make the code wait for the rest of the snippet it is in.
+	for i, inst := range set.idle {
+		if inst.isWarmed() && i > 0 {
+			copy(set.idle[1:i+1], set.idle[:i])
+			set.idle[0] = inst
+			break
+		}
+	}
 	for len(set.idle) > 0 {
 		inst := set.idle[0]
 		set.idle = set.idle[1:]
@@ -425,4 +434,17 @@ func (p *Pool) lastErrors() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isWarmed reports whether inst is a forked jail done with its warm-up.
+func (inst *instance) isWarmed() bool {
+	if inst.warmed == nil {
+		return false
+	}
+	select {
+	case <-inst.warmed:
+		return true
+	default:
+		return false
+	}
 }

@@ -499,7 +499,8 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	inst.drained.Add(2)
 	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
 	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
-	go readMessages(ctlR, inst.messages)
+	inst.warmed = make(chan struct{})
+	go readMessages(ctlR, inst.messages, func() { inst.warmedOnce.Do(func() { close(inst.warmed) }) })
 	ours = nil // owned by the goroutines and the instance now
 	cleanups = append(cleanups, func() { ctlIn.Close() })
 

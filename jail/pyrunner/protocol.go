@@ -110,7 +110,8 @@ type Exec struct {
 
 // Message is one line on fd 4.
 type Message struct {
-	// Type is "ready" or "reply".
+	// Type is "ready" or "reply"; an idle forked jail also says "warmed"
+	// between them once its warm-up is done.
 	Type  string `json:"type"`
 	Reply *Reply `json:"reply,omitempty"`
 	// Landlock reports the Landlock state after boot, e.g. "active (ABI 4)"

@@ -1569,7 +1569,8 @@ def main():
         ready["error"] = err
     _send(cout, ready)
     if _S.warm_idle:
-        _warm_child(stop=lambda: _readable(cin))
+        if not _warm_child(stop=lambda: _readable(cin)) and not _readable(cin):
+            _send(cout, {"type": "warmed"})
     req = _read_msg(cin)
     cin.close()
     if err is not None:

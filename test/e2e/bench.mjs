@@ -1,7 +1,7 @@
 // Latency benchmark of `pyjail serve` through the official MCP stdio client.
 // Not part of `node --test`; run it by hand:
 //
-//   cd test/e2e && PYJAIL_BIN=../../bin/pyjail node bench.mjs [--calls N] [--seconds S] [--clients C] [--no-warm]
+//   cd test/e2e && PYJAIL_BIN=../../bin/pyjail node bench.mjs [--calls N] [--gap MS] [--seconds S] [--clients C] [--no-warm]
 //
 // Measures the round trip of sequential tool calls (p50/p99/mean over N calls
 // per case), throughput of C concurrent clients (each its own server, as
@@ -17,6 +17,9 @@ function arg(name, def) {
   return i >= 0 ? process.argv[i + 1] : def;
 }
 const CALLS = Number(arg('--calls', 200));
+// --gap MS waits between sequential calls, as a model does between tool
+// calls; 0 (the default) calls back to back.
+const GAP_MS = Number(arg('--gap', 0));
 const SECONDS = Number(arg('--seconds', 10));
 const CLIENTS = Number(arg('--clients', 4));
 const NO_WARM = process.argv.includes('--no-warm');
@@ -84,6 +87,7 @@ async function latency(srv, c) {
   const ms = [];
   let failures = 0;
   for (let i = 0; i < CALLS; i++) {
+    if (GAP_MS > 0) await sleep(GAP_MS);
     const t0 = process.hrtime.bigint();
     const r = await srv.call(c.tool, c.args);
     ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
@@ -131,7 +135,7 @@ async function throughput(shared) {
 }
 
 async function main() {
-  console.log(`pyjail MCP benchmark: ${CALLS} sequential calls per case, ${CLIENTS} clients × ${SECONDS} s throughput${NO_WARM ? ', --no-warm' : ''}`);
+  console.log(`pyjail MCP benchmark: ${CALLS} sequential calls per case${GAP_MS ? `, ${GAP_MS} ms apart` : ', back to back'}, ${CLIENTS} clients × ${SECONDS} s throughput${NO_WARM ? ', --no-warm' : ''}`);
   console.log(`host: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()} (loadavg), ${(await import('node:os')).cpus().length} CPUs`);
   const srv = await startServer({ noWarm: NO_WARM });
   const rows = [];
