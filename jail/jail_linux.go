@@ -357,21 +357,11 @@ func newID() string {
 // start creates a container for prof and boots its runner up to "ready".
 // On error nothing is left behind.
 func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Request, timeout time.Duration, preload []string) (_ *instance, retErr error) {
-	inst := &instance{
-		j: j, id: newID(), profile: prof,
-		messages: make(chan message, 2),
-		exited:   make(chan waitDone, 1),
-		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
-		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
-		flooded:  make(chan struct{}),
-		created:  time.Now(),
-	}
-	var cleanups []func()
+	inst := newInstance(j, prof)
+	var cleanups undo
 	defer func() {
 		if retErr != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
+			cleanups.run()
 		}
 	}()
 
@@ -398,7 +388,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 			j.log.Warn("destroying container", logKeyID, inst.id, "err", err)
 		}
 	}
-	cleanups = append(cleanups, func() { _ = c.Destroy() })
+	cleanups.add(func() { _ = c.Destroy() })
 
 	// Pipes: stdout, stderr, control in (fd 3), control out (fd 4).
 	outR, outW, err := os.Pipe()
@@ -436,7 +426,7 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 		}
 	}
 	inst.ctlIn = inW
-	cleanups = append(cleanups, func() { inW.Close(); outR.Close(); errR.Close(); ctlR.Close() })
+	cleanups.add(func() { inW.Close(); outR.Close(); errR.Close(); ctlR.Close() })
 
 	cwd := "/tmp"
 	if inst.ws != "" {
@@ -460,13 +450,9 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	}
 	closeChildEnds()
 	j.log.Debug("container started", logKeyID, inst.id, "start_ms", time.Since(inst.created).Milliseconds())
-	cleanups = append(cleanups, func() { inst.kill(); <-inst.exited })
+	cleanups.add(func() { inst.kill(); <-inst.exited })
 
-	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
-	floodLimit := prof.Limits.OutputBytes * floodFactor
-	inst.drained.Add(2)
-	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
-	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+	inst.drainOutputs(outR, errR)
 	go func() {
 		st, _ := proc.Wait()
 		code, sig := exitStatus(st)
@@ -492,21 +478,70 @@ func (j *Jail) start(ctx context.Context, prof policy.Profile, req record.Reques
 	if err := writeJSONLine(inW, boot); err != nil {
 		return nil, fmt.Errorf("sending boot to %q: %w", inst.id, err)
 	}
-	bootCtx, cancel := context.WithTimeout(ctx, bootTimeout)
-	defer cancel()
-	select {
-	case m := <-inst.messages:
-		if m.err != nil || m.msg.Type != "ready" {
-			return nil, inst.bootFailure(m)
-		}
-		inst.landlock = m.msg.Landlock
-	case <-bootCtx.Done():
-		return nil, fmt.Errorf("booting runner in %q: %w", inst.id, bootCtx.Err())
+	if err := inst.awaitReady(ctx, bootTimeout); err != nil {
+		return nil, err
 	}
 	inst.cpuAtReady = inst.cpuUsage()
 	j.log.Debug("jail ready", logKeyID, inst.id, "boot_ms", time.Since(inst.created).Milliseconds(),
 		"landlock", inst.landlock)
 	return inst, nil
+}
+
+// newInstance is a jail of prof before it has a container or a process.
+func newInstance(j *Jail, prof policy.Profile) *instance {
+	return &instance{
+		j: j, id: newID(), profile: prof,
+		messages: make(chan message, 2),
+		exited:   make(chan waitDone, 1),
+		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		flooded:  make(chan struct{}),
+		created:  time.Now(),
+	}
+}
+
+// undo collects what a failed start must take back, run newest first.
+type undo []func()
+
+func (u *undo) add(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// closeAll closes files, ignoring errors: they are pipe ends being let go.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// drainOutputs copies the jail's stdout and stderr into its capped buffers
+// until EOF, and kills the jail (through flooded) on a flood.
+func (inst *instance) drainOutputs(outR, errR *os.File) {
+	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
+	floodLimit := inst.profile.Limits.OutputBytes * floodFactor
+	inst.drained.Add(2)
+	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
+	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+}
+
+// awaitReady waits up to timeout for the runner's "ready".
+func (inst *instance) awaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case m := <-inst.messages:
+		if m.err != nil || m.msg.Type != "ready" {
+			return inst.bootFailure(m)
+		}
+		inst.landlock = m.msg.Landlock
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the runner of %q: %w", inst.id, ctx.Err())
+	}
 }
 
 // bootFailure explains a runner that died or misbehaved before "ready".

@@ -234,12 +234,9 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 					return
 				}
 				p.j.log.Warn("starting warm jail", logKeyProfile, set.prof.Name, "err", err)
-				select {
-				case <-ctx.Done():
+				if !waitBackoff(ctx, &backoff) {
 					return
-				case <-time.After(backoff):
 				}
-				backoff = min(backoff*2, time.Minute)
 				continue
 			}
 			backoff = time.Second
@@ -287,12 +284,9 @@ func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
 			set.serverError = err.Error()
 			p.mu.Unlock()
 			p.j.log.Warn("starting fork server", logKeyProfile, set.prof.Name, "err", err)
-			select {
-			case <-ctx.Done():
+			if !waitBackoff(ctx, &backoff) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, time.Minute)
 			continue
 		}
 		backoff = time.Second
@@ -447,4 +441,16 @@ func (inst *instance) isWarmed() bool {
 	default:
 		return false
 	}
+}
+
+// waitBackoff waits *backoff after a failed start and doubles it, up to a
+// minute. It returns false if ctx ended first.
+func waitBackoff(ctx context.Context, backoff *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*backoff):
+	}
+	*backoff = min(*backoff*2, time.Minute)
+	return true
 }

@@ -86,12 +86,10 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		stderr:  newCappedBuffer(64 << 10),
 		created: time.Now(),
 	}
-	var cleanups []func()
+	var cleanups undo
 	defer func() {
 		if retErr != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
+			cleanups.run()
 		}
 	}()
 	cfg, err := j.buildConfig(containerSpec{id: z.id, profile: prof, timeout: prof.Limits.MaxTimeout.D(), forkServer: true})
@@ -103,24 +101,14 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		return nil, fmt.Errorf("creating fork server container %q: %w", z.id, err)
 	}
 	z.c = c
-	cleanups = append(cleanups, func() { _ = c.Destroy() })
+	cleanups.add(func() { _ = c.Destroy() })
 	if z.mgr, err = manager.New(cfg.Cgroups); err != nil {
 		return nil, fmt.Errorf("opening fork server cgroup: %w", err)
 	}
 
 	var parent, child []*os.File
-	closeChild := func() {
-		for _, f := range child {
-			f.Close()
-		}
-		child = nil
-	}
-	cleanups = append(cleanups, func() {
-		closeChild()
-		for _, f := range parent {
-			f.Close()
-		}
-	})
+	closeChild := func() { closeAll(child); child = nil }
+	cleanups.add(func() { closeChild(); closeAll(parent) })
 	for range 3 { // stdout+stderr (one pipe), boot, events
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -145,7 +133,7 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		return nil, fmt.Errorf("opening fork request socket: %w", err)
 	}
 	z.reqs = conn.(*net.UnixConn)
-	cleanups = append(cleanups, func() { z.reqs.Close() })
+	cleanups.add(func() { z.reqs.Close() })
 
 	proc := &libcontainer.Process{
 		Args: runnerArgs(j.cfg.Rootfs.Python),
@@ -164,7 +152,7 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		return nil, fmt.Errorf("starting fork server %q: %w", z.id, err)
 	}
 	closeChild()
-	cleanups = append(cleanups, func() { _ = c.Signal(unix.SIGKILL); <-z.done })
+	cleanups.add(func() { _ = c.Signal(unix.SIGKILL); <-z.done })
 	go func() { drain(outR, z.stderr, 0, func() {}); outR.Close() }()
 	go func() {
 		_, _ = proc.Wait()
@@ -343,21 +331,12 @@ func (z *zygote) close() {
 func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *instance, retErr error) {
 	j := z.j
 	prof := z.prof
-	inst := &instance{
-		j: j, id: newID(), profile: prof, forked: true, server: z,
-		messages: make(chan message, 2),
-		exited:   make(chan waitDone, 1),
-		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
-		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
-		flooded:  make(chan struct{}),
-		created:  time.Now(),
-	}
-	var cleanups []func()
+	inst := newInstance(j, prof)
+	inst.forked, inst.server = true, z
+	var cleanups undo
 	defer func() {
 		if retErr != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
+			cleanups.run()
 		}
 	}()
 
@@ -382,7 +361,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 			j.log.Warn("removing cgroup", logKeyID, inst.id, "err", err)
 		}
 	}
-	cleanups = append(cleanups, removeCgroup)
+	cleanups.add(removeCgroup)
 	if warm {
 		// An idle jail warms up with CPU nobody else wants: at the lowest
 		// weight it cannot slow a run a caller waits for. Pool.take gives
@@ -399,18 +378,8 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	// The child's descriptors: stdout, stderr, control in, control out,
 	// sync socket.
 	var ours, theirs []*os.File
-	closeTheirs := func() {
-		for _, f := range theirs {
-			f.Close()
-		}
-		theirs = nil
-	}
-	cleanups = append(cleanups, func() {
-		closeTheirs()
-		for _, f := range ours {
-			f.Close()
-		}
-	})
+	closeTheirs := func() { closeAll(theirs); theirs = nil }
+	cleanups.add(func() { closeTheirs(); closeAll(ours) })
 	for i := range 4 {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -485,7 +454,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 		removeCgroup()
 		unix.Close(pidfd)
 	}
-	cleanups = append(cleanups, func() { inst.kill(); <-inst.exited; unix.Close(pidfd) })
+	cleanups.add(func() { inst.kill(); <-inst.exited; unix.Close(pidfd) })
 	if err := mgr.AddPid("", pid); err != nil {
 		return nil, fmt.Errorf("moving %q (pid %d) into its cgroup: %w", inst.id, pid, err)
 	}
@@ -494,26 +463,14 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	}
 
 	inst.ctlIn = ctlIn
-	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
-	floodLimit := prof.Limits.OutputBytes * floodFactor
-	inst.drained.Add(2)
-	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
-	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+	inst.drainOutputs(outR, errR)
 	inst.warmed = make(chan struct{})
 	go readMessages(ctlR, inst.messages, func() { inst.warmedOnce.Do(func() { close(inst.warmed) }) })
 	ours = nil // owned by the goroutines and the instance now
-	cleanups = append(cleanups, func() { ctlIn.Close() })
+	cleanups.add(func() { ctlIn.Close() })
 
-	readyCtx, cancel := context.WithTimeout(ctx, helloTimeout)
-	defer cancel()
-	select {
-	case m := <-inst.messages:
-		if m.err != nil || m.msg.Type != "ready" {
-			return nil, inst.bootFailure(m)
-		}
-		inst.landlock = m.msg.Landlock
-	case <-readyCtx.Done():
-		return nil, fmt.Errorf("waiting for forked jail %q: %w", inst.id, readyCtx.Err())
+	if err := inst.awaitReady(ctx, helloTimeout); err != nil {
+		return nil, err
 	}
 	inst.lowCPU = warm
 	inst.cpuAtReady = inst.cpuUsage()

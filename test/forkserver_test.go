@@ -42,24 +42,7 @@ func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv
 		profiles[name] = p
 	}
 	cfg.Profiles = profiles
-	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := jail.NewPool(j, "")
-	t.Cleanup(func() {
-		p.Close()
-		if left := leftovers(e); len(left) > 0 {
-			t.Errorf("left behind after Close: %v", left)
-		}
-		assertNoSandboxProcesses(t, e)
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return p, e
+	return openPool(t, e, cfg), e
 }
 
 func forkRun(t *testing.T, p *jail.Pool, profile, code string) *record.Result {

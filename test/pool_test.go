@@ -30,6 +30,13 @@ func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool
 	full.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}
 	profiles[policy.ProfileFull] = full
 	cfg.Profiles = profiles
+	return openPool(t, e, cfg), e
+}
+
+// openPool starts a pool for cfg and waits until it is full. When the test
+// ends it closes the pool and checks that nothing of it is left.
+func openPool(t *testing.T, e *testEnv, cfg policy.Config) *jail.Pool {
+	t.Helper()
 	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
 	if err != nil {
 		t.Fatal(err)
@@ -40,13 +47,14 @@ func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool
 		if left := leftovers(e); len(left) > 0 {
 			t.Errorf("left behind after Close: %v", left)
 		}
+		assertNoSandboxProcesses(t, e)
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	if err := p.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return p, e
+	return p
 }
 
 func poolRun(t *testing.T, p *jail.Pool, code string) *record.Result {
