@@ -1,7 +1,8 @@
-// Package jail runs one Python execution per fresh container, built with
-// runc's libcontainer. It is the only package that imports libcontainer or
-// namespace code, and the only one that turns policy data into kernel
-// objects (seccomp filters, cgroups, mounts, rlimits).
+// Package jail runs one Python execution per fresh jail: a container built
+// with runc's libcontainer, or a child forked from a fork server (below).
+// It is the only package that imports libcontainer or namespace code, and
+// the only one that turns policy data into kernel objects (seccomp
+// filters, cgroups, mounts, rlimits).
 //
 // A run takes these steps, in this order (see Jail.start and Jail.Run):
 //  1. take a concurrency slot and give the run a fresh ID;
@@ -25,6 +26,17 @@
 //
 // New also sweeps what a crashed server left behind: containers in the
 // state directory and cgroups under the configured parent.
+//
+// A Pool keeps pre-started single-use jails per profile. For profiles with
+// warm.fork_server it makes them by forking: one long-lived container per
+// profile (a zygote, zygote_linux.go) imports the preloads once, and every
+// jail is a child of it that the runner isolates before it reads code:
+// pid 1 of a new pid namespace, its own mount, net, ipc and uts
+// namespaces, /proc, /tmp and /dev/shm, a cgroup of its own that the
+// supervisor moves it into, no capabilities, the sandbox uid, and the
+// jail's seccomp filter (compileBPF) stacked on the server's. Steps 6 to 9
+// are then the same as for a container, with the cgroup being the jail's
+// own and the kill going through a pidfd.
 //
 // On systems other than Linux with cgo, New returns ErrUnsupported; a build
 // without the seccomp tag refuses to run code (ErrSeccompUnavailable)
