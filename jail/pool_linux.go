@@ -56,6 +56,7 @@ type warmSet struct {
 	zyg          *zygote
 	serverBytes  int64
 	serverStarts int64
+	recycles     int64
 	onDemand     int64
 	serverError  string
 }
@@ -245,6 +246,12 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 			if z != nil {
 				set.serverBytes = z.memoryUsage()
 			}
+			if z != nil && set.zyg != z {
+				// Forked by a server that has been replaced meanwhile.
+				p.mu.Unlock()
+				inst.destroy()
+				continue
+			}
 			budget := set.prof.Warm.MemoryBudgetBytes
 			if p.closed || (budget > 0 && set.serverBytes+set.idleBytes+inst.idleBytes > budget) {
 				// Over budget: keep fewer idle jails rather than more memory.
@@ -270,7 +277,10 @@ func (p *Pool) overBudgetLocked(set *warmSet) bool {
 
 // keepForkServer runs set's fork server until ctx ends: it starts it,
 // kicks the refill once it is up, and starts it again with backoff when it
-// dies. While it is down, requests start cold containers.
+// dies. While it is down, requests start cold containers. After
+// warm.recycle_after forks it starts a successor and retires the old
+// server: children share their server's address-space layout and string
+// hash seed, so no more than that many jails share one.
 func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
 	defer p.wg.Done()
 	backoff := time.Second
@@ -290,37 +300,15 @@ func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
 			continue
 		}
 		backoff = time.Second
-		p.mu.Lock()
-		set.zyg = z
-		set.serverStarts++
-		set.serverBytes = z.memoryUsage()
-		p.kickLocked(set)
-		p.mu.Unlock()
+		p.installServer(set, z)
+		z = p.superviseServer(ctx, set, z)
 
-		select {
-		case <-z.done:
-		case <-ctx.Done():
-		}
-		p.mu.Lock()
-		set.zyg = nil
-		set.serverBytes = 0
-		// Its idle children died with it.
-		var stale []*instance
-		kept := set.idle[:0]
-		for _, inst := range set.idle {
-			if inst.forked {
-				stale = append(stale, inst)
-				set.idleBytes -= inst.idleBytes
-				set.discarded++
-			} else {
-				kept = append(kept, inst)
-			}
-		}
-		set.idle = kept
+		stale := p.detachServer(set, z)
 		if ctx.Err() == nil {
+			p.mu.Lock()
 			set.serverError = "fork server exited; output: " + z.stderr.String()
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 		z.close()
 		for _, inst := range stale {
 			inst.destroy()
@@ -330,6 +318,84 @@ func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
 		}
 		p.j.log.Warn("fork server exited; starting another", logKeyProfile, set.prof.Name, logKeyID, z.id)
 	}
+}
+
+// installServer makes z set's fork server and kicks the refill.
+func (p *Pool) installServer(set *warmSet, z *zygote) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set.zyg = z
+	set.serverStarts++
+	set.serverBytes = z.memoryUsage()
+	p.kickLocked(set)
+}
+
+// superviseServer waits until set's fork server dies or ctx ends, and
+// replaces the server with a successor each time it reaches
+// warm.recycle_after forks. It returns the server in place at the end.
+func (p *Pool) superviseServer(ctx context.Context, set *warmSet, z *zygote) *zygote {
+	limit := int64(set.prof.Warm.RecycleAfter)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-z.done:
+			return z
+		case <-ctx.Done():
+			return z
+		case <-tick.C:
+		}
+		if limit <= 0 || z.forks.Load() < limit {
+			continue
+		}
+		next, err := p.j.startZygote(ctx, set.prof)
+		if err != nil {
+			// Keep the old one; try again at a later tick.
+			if ctx.Err() == nil {
+				p.j.log.Warn("starting a successor fork server", logKeyProfile, set.prof.Name, "err", err)
+			}
+			continue
+		}
+		stale := p.detachServer(set, z)
+		p.installServer(set, next)
+		p.mu.Lock()
+		set.recycles++
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func(old *zygote) {
+			defer p.wg.Done()
+			for _, inst := range stale {
+				inst.destroy()
+			}
+			old.retire(ctx)
+		}(z)
+		p.j.log.Info("fork server recycled", logKeyProfile, set.prof.Name, "old", z.id, "new", next.id)
+		z = next
+	}
+}
+
+// detachServer makes z no longer set's fork server and takes z's idle
+// children out of the pool; the caller destroys them.
+func (p *Pool) detachServer(set *warmSet, z *zygote) []*instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if set.zyg == z {
+		set.zyg = nil
+		set.serverBytes = 0
+	}
+	var stale []*instance
+	kept := set.idle[:0]
+	for _, inst := range set.idle {
+		if inst.forked && inst.server == z {
+			stale = append(stale, inst)
+			set.idleBytes -= inst.idleBytes
+			set.discarded++
+		} else {
+			kept = append(kept, inst)
+		}
+	}
+	set.idle = kept
+	return stale
 }
 
 // Close stops refilling and destroys every idle jail. It waits for jails
@@ -375,8 +441,8 @@ func (p *Pool) PoolStatus() any {
 			LastError: s.lastError,
 		}
 		if s.prof.Warm.ForkServer {
-			fs := &ForkServerStatus{State: "starting", Starts: s.serverStarts, MemoryBytes: s.serverBytes,
-				OnDemand: s.onDemand, LastError: s.serverError}
+			fs := &ForkServerStatus{State: "starting", Starts: s.serverStarts, Recycles: s.recycles,
+				MemoryBytes: s.serverBytes, OnDemand: s.onDemand, LastError: s.serverError}
 			if s.zyg != nil {
 				fs.State, fs.ID, fs.Forks = "running", s.zyg.id, s.zyg.forks.Load()
 				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())

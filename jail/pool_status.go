@@ -28,8 +28,10 @@ type ForkServerStatus struct {
 	UptimeSeconds int64  `json:"uptime_seconds,omitempty"`
 	// Forks counts the jails the running server has forked.
 	Forks int64 `json:"forks"`
-	// Starts counts server starts; more than one means it was restarted.
-	Starts int64 `json:"starts"`
+	// Starts counts server starts: the first, restarts after a failure,
+	// and successors after warm.recycle_after forks (Recycles).
+	Starts   int64 `json:"starts"`
+	Recycles int64 `json:"recycles"`
 	// WarmupError says why warm.warmup failed; jails work without it.
 	WarmupError string `json:"warmup_error,omitempty"`
 	// MemoryBytes is the memory charged to the server itself.

@@ -323,6 +323,27 @@ func (z *zygote) close() {
 	}
 }
 
+// retire closes the server once the jails it forked have all ended, or
+// after the longest a run may take: a recycled server's running jails
+// finish their runs first.
+func (z *zygote) retire(ctx context.Context) {
+	deadline := time.Now().Add(z.prof.Limits.MaxTimeout.D() + 10*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		z.mu.Lock()
+		n := len(z.pending)
+		z.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-z.done:
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	z.close()
+}
+
 // spawn forks a jail from the server and returns it once its runner is
 // ready for code. memoryLimit, if above zero and below the profile's, is
 // the jail's memory limit. warm makes the child run the profile's warm-up

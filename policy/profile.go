@@ -47,6 +47,10 @@ type Warm struct {
 	// /dev/shm, and the jail's seccomp filter, and serves one execution.
 	// Profiles with a workspace cannot use it.
 	ForkServer bool `json:"fork_server,omitempty"`
+	// RecycleAfter replaces a fork server with a fresh one after that many
+	// forks (0: never). Forked jails share their server's address-space
+	// layout and string-hash seed; this bounds how many do.
+	RecycleAfter int `json:"recycle_after,omitempty"`
 	// Warmup is code a fork server runs once before it forks (libraries
 	// finish their lazy initialisation there), and each idle forked jail
 	// again while it waits for code, at the lowest CPU weight and only
@@ -81,7 +85,7 @@ func DefaultProfiles() map[string]Profile {
 	return map[string]Profile{
 		ProfileCalc: {
 			Name: ProfileCalc, Python: LayerCalc, Limits: DefaultLimits(),
-			Warm: Warm{Size: 4, Preload: calcPreload, Refill: 1, MemoryBudgetBytes: 512 * MiB, ForkServer: true, Warmup: calcWarmup},
+			Warm: Warm{Size: 4, Preload: calcPreload, Refill: 1, MemoryBudgetBytes: 512 * MiB, ForkServer: true, RecycleAfter: 500, Warmup: calcWarmup},
 		},
 		ProfileWorkspace: {
 			Name: ProfileWorkspace, Python: LayerWorkspace, Workspace: true, Limits: DefaultLimits(),

@@ -51,7 +51,7 @@ func checkRequiredProfiles(c Config) error {
 		default:
 			errs = append(errs, fmt.Errorf("profile %q: python layer %q is not one of calc, workspace, none", name, p.Python))
 		}
-		if p.Warm.Size < 0 || p.Warm.Refill < 0 || p.Warm.MemoryBudgetBytes < 0 {
+		if p.Warm.Size < 0 || p.Warm.Refill < 0 || p.Warm.MemoryBudgetBytes < 0 || p.Warm.RecycleAfter < 0 {
 			errs = append(errs, fmt.Errorf("profile %q: warm pool settings must not be negative", name))
 		}
 		if p.Warm.ForkServer && p.Workspace {

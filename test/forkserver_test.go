@@ -328,6 +328,47 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 	forkRun(t, p, policy.ProfileFull, "print(8)")
 }
 
+// TestForkServerRecycles replaces the fork server every 3 forks: runs go
+// on without a failure or a cold start, and each retired server is gone
+// (the pool's cleanup checks for leftovers).
+func TestForkServerRecycles(t *testing.T) {
+	e := sharedEnv(t)
+	cfg := e.cfg
+	profiles := map[string]policy.Profile{}
+	for name, p := range cfg.Profiles {
+		p.Warm = policy.Warm{}
+		profiles[name] = p
+	}
+	full := profiles[policy.ProfileFull]
+	full.Workspace = false
+	full.Warm = policy.Warm{Size: 1, Preload: []string{"json"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true, RecycleAfter: 3}
+	profiles[policy.ProfileFull] = full
+	cfg.Profiles = profiles
+	p := openPool(t, e, cfg)
+	first := forkStatus(t, p, policy.ProfileFull).ForkServer.ID
+	seen := map[string]bool{}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "import os; print(os.getpid())", Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "1" {
+			t.Fatalf("run %d:\n%s", i, describe(res))
+		}
+		fs := forkStatus(t, p, policy.ProfileFull).ForkServer
+		seen[fs.ID] = true
+		if fs.Recycles >= 2 && len(seen) >= 3 {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	fs := forkStatus(t, p, policy.ProfileFull).ForkServer
+	if fs.Recycles < 2 || seen[first] && len(seen) < 3 {
+		t.Fatalf("fork server not recycled: %+v, servers seen %v", fs, seen)
+	}
+}
+
 // TestForkServerRejectsWorkspaceProfiles: a fork server's children share
 // its mounts, so a workspace profile cannot have one.
 func TestForkServerRejectsWorkspaceProfiles(t *testing.T) {
