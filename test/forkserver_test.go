@@ -29,20 +29,8 @@ import (
 func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv) {
 	t.Helper()
 	e := sharedEnv(t)
-	cfg := e.cfg
-	profiles := map[string]policy.Profile{}
-	for name, p := range cfg.Profiles {
-		p.Warm = policy.Warm{}
-		profiles[name] = p
-	}
-	for _, name := range []string{policy.ProfileCalc, policy.ProfileFull} {
-		p := profiles[name]
-		p.Workspace = false
-		p.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
-		profiles[name] = p
-	}
-	cfg.Profiles = profiles
-	return openPool(t, e, cfg), e
+	warm := policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
+	return openPool(t, e, withWarm(e.cfg, warm, policy.ProfileCalc, policy.ProfileFull)), e
 }
 
 func forkRun(t *testing.T, p *jail.Pool, profile, code string) *record.Result {
@@ -333,18 +321,8 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 // (the pool's cleanup checks for leftovers).
 func TestForkServerRecycles(t *testing.T) {
 	e := sharedEnv(t)
-	cfg := e.cfg
-	profiles := map[string]policy.Profile{}
-	for name, p := range cfg.Profiles {
-		p.Warm = policy.Warm{}
-		profiles[name] = p
-	}
-	full := profiles[policy.ProfileFull]
-	full.Workspace = false
-	full.Warm = policy.Warm{Size: 1, Preload: []string{"json"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true, RecycleAfter: 3}
-	profiles[policy.ProfileFull] = full
-	cfg.Profiles = profiles
-	p := openPool(t, e, cfg)
+	warm := policy.Warm{Size: 1, Preload: []string{"json"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true, RecycleAfter: 3}
+	p := openPool(t, e, withWarm(e.cfg, warm, policy.ProfileFull))
 	first := forkStatus(t, p, policy.ProfileFull).ForkServer.ID
 	seen := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)

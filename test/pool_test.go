@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,17 +21,26 @@ import (
 func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool, *testEnv) {
 	t.Helper()
 	e := sharedEnv(t)
-	cfg := e.cfg
-	profiles := map[string]policy.Profile{}
+	cfg := withWarm(e.cfg, policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}, policy.ProfileFull)
+	return openPool(t, e, cfg), e
+}
+
+// withWarm returns cfg with warm as the pool settings of the named
+// profiles and no pool for the others. With a fork server, the named
+// profiles lose their workspace (fork servers refuse one), so that full
+// runs with the kernel layers alone.
+func withWarm(cfg policy.Config, warm policy.Warm, names ...string) policy.Config {
+	profiles := make(map[string]policy.Profile, len(cfg.Profiles))
 	for name, p := range cfg.Profiles {
 		p.Warm = policy.Warm{}
+		if slices.Contains(names, name) {
+			p.Warm = warm
+			p.Workspace = p.Workspace && !warm.ForkServer
+		}
 		profiles[name] = p
 	}
-	full := profiles[policy.ProfileFull]
-	full.Warm = policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}
-	profiles[policy.ProfileFull] = full
 	cfg.Profiles = profiles
-	return openPool(t, e, cfg), e
+	return cfg
 }
 
 // openPool starts a pool for cfg and waits until it is full. When the test
