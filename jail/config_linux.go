@@ -114,17 +114,17 @@ func (j *Jail) buildConfig(s containerSpec) (*configs.Config, error) {
 		keep := policy.ForkServerCapabilities()
 		caps = &configs.Capabilities{Bounding: keep, Effective: keep, Permitted: keep}
 		seccomp = j.forkSeccomp
-		cg.Resources.Memory = s.profile.Warm.MemoryBudgetBytes
-		if cg.Resources.Memory <= 0 {
-			cg.Resources.Memory = lim.MemoryBytes
+		cg.Memory = s.profile.Warm.MemoryBudgetBytes
+		if cg.Memory <= 0 {
+			cg.Memory = lim.MemoryBytes
 		}
 		if j.host.SwapAccounting {
-			cg.Resources.MemorySwap = cg.Resources.Memory
+			cg.MemorySwap = cg.Memory
 		}
 		// Children count here from fork until they are moved into their
 		// own cgroup.
 		pids := int64(j.cfg.Policy.MaxConcurrent+s.profile.Warm.Size) + 8
-		cg.Resources.PidsLimit = &pids
+		cg.PidsLimit = &pids
 	}
 	cfg := &configs.Config{
 		Rootfs:     j.cfg.Rootfs.Root,
@@ -187,7 +187,7 @@ func (j *Jail) cgroupConfig(id string, prof policy.Profile, memoryLimit int64) *
 		// Without swap accounting the kernel has no memsw (v1) or
 		// swap.max (v2) file to write; the host's swap setting governs,
 		// and doctor reports it.
-		cg.Resources.MemorySwap = 0
+		cg.MemorySwap = 0
 	}
 	return cg
 }

@@ -441,8 +441,10 @@ func (p *Pool) PoolStatus() any {
 			LastError: s.lastError,
 		}
 		if s.prof.Warm.ForkServer {
-			fs := &ForkServerStatus{State: "starting", Starts: s.serverStarts, Recycles: s.recycles,
-				MemoryBytes: s.serverBytes, OnDemand: s.onDemand, LastError: s.serverError}
+			fs := &ForkServerStatus{
+				State: "starting", Starts: s.serverStarts, Recycles: s.recycles,
+				MemoryBytes: s.serverBytes, OnDemand: s.onDemand, LastError: s.serverError,
+			}
 			if s.zyg != nil {
 				fs.State, fs.ID, fs.Forks = "running", s.zyg.id, s.zyg.forks.Load()
 				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())

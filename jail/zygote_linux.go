@@ -133,7 +133,7 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 		return nil, fmt.Errorf("opening fork request socket: %w", err)
 	}
 	z.reqs = conn.(*net.UnixConn)
-	cleanups.add(func() { z.reqs.Close() })
+	cleanups.add(func() { _ = z.reqs.Close() })
 
 	proc := &libcontainer.Process{
 		Args: runnerArgs(j.cfg.Rootfs.Python),
@@ -311,7 +311,7 @@ func (z *zygote) memoryUsage() int64 {
 // close stops the server and removes its container. Children still alive
 // die with it.
 func (z *zygote) close() {
-	z.reqs.Close() // the server exits when its request socket closes
+	_ = z.reqs.Close() // the server exits when its request socket closes
 	select {
 	case <-z.done:
 	case <-time.After(waitDelay):
@@ -387,14 +387,14 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 		// An idle jail warms up with CPU nobody else wants: at the lowest
 		// weight it cannot slow a run a caller waits for. Pool.take gives
 		// it the default weight back before its code runs.
-		cg.Resources.CpuShares, cg.Resources.CpuWeight = cpuSharesIdle, cpuWeightIdle
+		cg.CpuShares, cg.CpuWeight = cpuSharesIdle, cpuWeightIdle
 	}
 	if err := mgr.Set(cg.Resources); err != nil {
 		return nil, fmt.Errorf("setting limits of %q: %w", inst.id, err)
 	}
 	inst.mgr = mgr
 	inst.mgrOnce.Do(func() {})
-	inst.memoryLimit = cg.Resources.Memory
+	inst.memoryLimit = cg.Memory
 
 	// The child's descriptors: stdout, stderr, control in, control out,
 	// sync socket.
@@ -421,7 +421,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	// With SO_PASSCRED the kernel attaches the sender's pid to each
 	// message, translated into our pid namespace: the child's host pid.
 	if err := unix.SetsockoptInt(sp[1], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
-		unix.Close(sp[1])
+		_ = unix.Close(sp[1])
 		return nil, fmt.Errorf("sync socket for %q: %w", inst.id, err)
 	}
 	syncFile := os.NewFile(uintptr(sp[1]), "sync")
@@ -431,7 +431,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 		return nil, fmt.Errorf("sync socket for %q: %w", inst.id, err)
 	}
 	helloConn := syncConn.(*net.UnixConn)
-	defer helloConn.Close()
+	defer func() { _ = helloConn.Close() }()
 
 	z.mu.Lock()
 	if z.closed {
@@ -455,7 +455,7 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 		z.mu.Lock()
 		delete(z.pending, seq)
 		z.mu.Unlock()
-		return nil, fmt.Errorf("%w: sending fork request: %v", errForkServerDown, err)
+		return nil, fmt.Errorf("%w: sending fork request: %w", errForkServerDown, err)
 	}
 	z.forks.Add(1)
 
@@ -473,9 +473,9 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	inst.kill = func() { _ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) }
 	inst.release = func() {
 		removeCgroup()
-		unix.Close(pidfd)
+		_ = unix.Close(pidfd)
 	}
-	cleanups.add(func() { inst.kill(); <-inst.exited; unix.Close(pidfd) })
+	cleanups.add(func() { inst.kill(); <-inst.exited; _ = unix.Close(pidfd) })
 	if err := mgr.AddPid("", pid); err != nil {
 		return nil, fmt.Errorf("moving %q (pid %d) into its cgroup: %w", inst.id, pid, err)
 	}
@@ -519,12 +519,12 @@ func (z *zygote) hello(ctx context.Context, inst *instance, conn *net.UnixConn) 
 		}
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil || len(msgs) != 1 || n != 1 {
-			got <- result{err: fmt.Errorf("no credentials in hello (%d bytes, %d control): %v", n, oobn, err)}
+			got <- result{err: fmt.Errorf("no credentials in hello (%d bytes, %d control): %w", n, oobn, err)}
 			return
 		}
 		cred, err := unix.ParseUnixCredentials(&msgs[0])
 		if err != nil || cred.Pid <= 0 {
-			got <- result{err: fmt.Errorf("bad credentials in hello: %v", err)}
+			got <- result{err: fmt.Errorf("bad credentials in hello: %w", err)}
 			return
 		}
 		got <- result{pid: int(cred.Pid)}
