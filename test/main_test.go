@@ -24,7 +24,13 @@ func TestMain(m *testing.M) {
 	if jail.IsInit(os.Args) {
 		jail.Init()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The shared pool of fork-server mode outlives every test: close it,
+	// so that its fork servers' containers and cgroups go with the run.
+	if envVal != nil && envVal.pool != nil {
+		_ = envVal.pool.Close()
+	}
+	os.Exit(code)
 }
 
 // requireRoot skips a test that needs root and namespaces, or fails it
