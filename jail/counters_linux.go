@@ -69,12 +69,24 @@ func (inst *instance) readCounters() counters {
 	return c
 }
 
-// memoryUsage is the memory currently charged to the container's cgroup.
+// memoryUsage is the memory currently charged to the jail's cgroup.
 func (inst *instance) memoryUsage() int64 {
-	if st := inst.stats(); st != nil {
-		return int64(st.MemoryStats.Usage.Usage)
+	m, err := inst.manager()
+	if err != nil {
+		return 0
 	}
-	return 0
+	return memoryStat(m)
+}
+
+// memoryStat reads the memory charged to m's cgroup, and only that: the
+// pool asks after every refill, and a full GetStats reads every
+// controller's files.
+func memoryStat(m cgroups.Manager) int64 {
+	st, err := m.Stats(&cgroups.StatsOptions{Controllers: cgroups.Memory})
+	if err != nil {
+		return 0
+	}
+	return int64(st.MemoryStats.Usage.Usage)
 }
 
 // resetCounters makes a warm jail's counters start at the moment its code

@@ -229,16 +229,20 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 	}
 
 	timeout, _ := prof.Limits.ClampTimeout(req.Timeout)
-	var inst *instance
-	if take != nil {
-		inst = take(ctx, prof, req)
-	}
-	warm := inst != nil
-	if !warm {
-		if inst, err = j.start(ctx, prof, req, timeout, nil); err != nil {
-			<-j.slots
-			return nil, err
+	// acquire takes a warm jail for req, or starts a cold one.
+	acquire := func() (*instance, bool, error) {
+		if take != nil {
+			if inst := take(ctx, prof, req); inst != nil {
+				return inst, true, nil
+			}
 		}
+		inst, err := j.start(ctx, prof, req, timeout, nil)
+		return inst, false, err
+	}
+	inst, warm, err := acquire()
+	if err != nil {
+		<-j.slots
+		return nil, err
 	}
 	res, err := inst.exec(ctx, req.Code, timeout)
 	if errors.Is(err, errForkServerDown) && ctx.Err() == nil {
@@ -250,15 +254,9 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 		dead := inst
 		j.teardowns.Add(1)
 		go func() { defer j.teardowns.Done(); dead.destroy() }()
-		inst = nil
-		if take != nil {
-			inst = take(ctx, prof, req)
-		}
-		if warm = inst != nil; !warm {
-			if inst, err = j.start(ctx, prof, req, timeout, nil); err != nil {
-				<-j.slots
-				return nil, err
-			}
+		if inst, warm, err = acquire(); err != nil {
+			<-j.slots
+			return nil, err
 		}
 		res, err = inst.exec(ctx, req.Code, timeout)
 	}

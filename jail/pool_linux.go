@@ -116,7 +116,7 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 	if inst != nil || z == nil {
 		return inst
 	}
-	inst, err := z.spawn(ctx, forkMemory(prof, req), false)
+	inst, err := z.spawn(ctx, lowerMemory(prof, req), false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -135,7 +135,7 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 // takeIdleLocked pops the oldest idle jail that fits req, and returns the
 // idle jails it found unusable for the caller to destroy.
 func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Request) (*instance, []*instance) {
-	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
+	if lowerMemory(prof, req) > 0 {
 		return nil, nil // a lower limit needs its own cgroup settings
 	}
 	var wantWS string

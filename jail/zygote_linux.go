@@ -301,11 +301,7 @@ func (z *zygote) alive() bool {
 
 // memoryUsage is the memory charged to the server itself.
 func (z *zygote) memoryUsage() int64 {
-	st, err := z.mgr.GetStats()
-	if err != nil {
-		return 0
-	}
-	return int64(st.MemoryStats.Usage.Usage)
+	return memoryStat(z.mgr)
 }
 
 // close stops the server and removes its container. Children still alive
@@ -564,9 +560,9 @@ func setCPUWeightDefault(mgr cgroups.Manager) error {
 	return cgroups.WriteFile(mgr.Path("cpu"), "cpu.shares", strconv.Itoa(cpuSharesDefault))
 }
 
-// forkRequest describes a spawn for the pool: the memory limit a request
-// needs, or 0 for the profile's.
-func forkMemory(prof policy.Profile, req record.Request) int64 {
+// lowerMemory is the memory limit req asks for when it is below the
+// profile's, or 0.
+func lowerMemory(prof policy.Profile, req record.Request) int64 {
 	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
 		return req.MemoryBytes
 	}

@@ -51,7 +51,7 @@ class _State:
         "checking", "builtins", "proxies", "real", "dangerous",
         "always_blocked", "untrusted_blocked", "families", "untrusted_families", "rules",
         "format_names", "compile_name_prefixes", "compile_denied", "warmup",
-        "isolation", "raw_fork", "warm_idle",
+        "isolation", "warm_idle",
     )
 
 
@@ -59,7 +59,6 @@ _S = _State()
 _S.user = False
 _S.checking = 0
 _S.warmup = None
-_S.raw_fork = False
 _S.warm_idle = False
 
 
@@ -1431,7 +1430,6 @@ def _choose_fork(ctypes):
     fork = ctypes.PyDLL(None, use_errno=True).fork
     fork.restype = ctypes.c_int
     fork.argtypes = []
-    _S.raw_fork = True
     return fork
 
 
