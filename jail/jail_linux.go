@@ -245,12 +245,14 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 		return nil, err
 	}
 	res, err := inst.exec(ctx, req.Code, timeout)
-	if errors.Is(err, errForkServerDown) && ctx.Err() == nil {
-		// The fork server died under this jail, taking it along: the
-		// sandbox failed, not the code. Forked jails have no workspace,
-		// so running the code again elsewhere (a new server's jail, or a
-		// cold one) changes nothing but the answer's arrival.
-		j.log.Warn("fork server died during a run; running it again", logKeyID, inst.id)
+	if (errors.Is(err, errForkServerDown) || errors.Is(err, errLostBeforeRun)) && ctx.Err() == nil {
+		// The jail died under the code (its fork server went, taking it
+		// along) or before the code reached it (a pooled jail killed while
+		// idle, seen dead only on the write): the sandbox failed, not the
+		// code. Forked jails have no workspace and a lost jail ran
+		// nothing, so running the code again elsewhere (a new server's
+		// jail, or a cold one) changes nothing but the answer's arrival.
+		j.log.Warn("jail lost before its run finished; running the code again", logKeyID, inst.id, "err", err)
 		dead := inst
 		j.teardowns.Add(1)
 		go func() { defer j.teardowns.Done(); dead.destroy() }()
@@ -279,6 +281,10 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 // Wait blocks until every finished run's jail is destroyed. Servers call
 // it on shutdown; tests call it before looking for leftovers.
 func (j *Jail) Wait() { j.teardowns.Wait() }
+
+// errLostBeforeRun is returned by exec when the jail was gone before the
+// code reached it: nothing ran, so the code may run in another jail.
+var errLostBeforeRun = errors.New("jail exited before it received the code")
 
 // instance is one jail whose runner waits for its code: a started
 // container, or a child of a fork server in namespaces and a cgroup of its
@@ -619,7 +625,9 @@ func (inst *instance) exec(ctx context.Context, code string, timeout time.Durati
 	}
 	start := time.Now()
 	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code}); err != nil {
-		return nil, fmt.Errorf("sending code to %q: %w", inst.id, err)
+		// The runner reads a whole line before it runs anything: a failed
+		// write means the jail died before the code could run.
+		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)
 	}
 	inst.ctlIn.Close()
 
