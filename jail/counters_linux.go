@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fscommon"
 	"github.com/opencontainers/cgroups/manager"
 )
 
@@ -30,24 +31,55 @@ func (inst *instance) manager() (cgroups.Manager, error) {
 	return inst.mgr, inst.mgrErr
 }
 
-// stats reads the container's cgroup statistics; nil when unreadable.
-func (inst *instance) stats() *cgroups.Stats {
-	m, err := inst.manager()
-	if err != nil {
-		return nil
+// The counters a run reads, one file each: a run reads them two or three
+// times on its hot path, and a full Stats of even one controller reads
+// half a dozen files (about 2 ms on a virtual machine's cgroupfs).
+//
+// cgroupV2 selects the unified hierarchy's file names; the dir arguments
+// are the cgroup's directory for the controller named in the comment.
+var cgroupV2 = cgroups.IsCgroup2UnifiedMode()
+
+// readCPUNS reads the CPU time charged to a cgroup (v1: the cpuacct
+// directory).
+func readCPUNS(v2 bool, dir string) (uint64, error) {
+	if v2 {
+		usec, err := fscommon.GetValueByKey(dir, "cpu.stat", "usage_usec")
+		return usec * 1000, err
 	}
-	st, err := m.GetStats()
-	if err != nil {
-		return nil
-	}
-	return st
+	return fscommon.GetCgroupParamUint(dir, "cpuacct.usage")
 }
 
-func (inst *instance) cpuUsage() uint64 {
-	if st := inst.stats(); st != nil {
-		return st.CpuStats.CpuUsage.TotalUsage
+// readPeakBytes reads a cgroup's peak memory (v1: the memory directory).
+// memory.peak needs Linux 5.19 on v2; older kernels read as an error.
+func readPeakBytes(v2 bool, dir string) (uint64, error) {
+	if v2 {
+		return fscommon.GetCgroupParamUint(dir, "memory.peak")
 	}
-	return 0
+	return fscommon.GetCgroupParamUint(dir, "memory.max_usage_in_bytes")
+}
+
+// cpuUsage is the CPU time charged to the jail's cgroup, or 0.
+func (inst *instance) cpuUsage() uint64 {
+	m, err := inst.manager()
+	if err != nil {
+		return 0
+	}
+	ns, _ := readCPUNS(cgroupV2, cpuDir(m))
+	return ns
+}
+
+func cpuDir(m cgroups.Manager) string {
+	if cgroupV2 {
+		return m.Path("")
+	}
+	return m.Path("cpuacct")
+}
+
+func memoryDir(m cgroups.Manager) string {
+	if cgroupV2 {
+		return m.Path("")
+	}
+	return m.Path("memory")
 }
 
 // readCounters reads OOM kills, peak memory and CPU time. Missing files
@@ -62,9 +94,11 @@ func (inst *instance) readCounters() counters {
 	if n, err := m.OOMKillCount(); err == nil {
 		c.oomKills = n
 	}
-	if st, err := m.GetStats(); err == nil {
-		c.peakBytes = st.MemoryStats.Usage.MaxUsage
-		c.cpuNS = st.CpuStats.CpuUsage.TotalUsage
+	if n, err := readPeakBytes(cgroupV2, memoryDir(m)); err == nil {
+		c.peakBytes = n
+	}
+	if n, err := readCPUNS(cgroupV2, cpuDir(m)); err == nil {
+		c.cpuNS = n
 	}
 	return c
 }
@@ -78,15 +112,19 @@ func (inst *instance) memoryUsage() int64 {
 	return memoryStat(m)
 }
 
-// memoryStat reads the memory charged to m's cgroup, and only that: the
-// pool asks after every refill, and a full GetStats reads every
-// controller's files.
+// memoryStat reads the memory charged to m's cgroup now, or 0.
 func memoryStat(m cgroups.Manager) int64 {
-	st, err := m.Stats(&cgroups.StatsOptions{Controllers: cgroups.Memory})
-	if err != nil {
-		return 0
+	n, _ := readMemoryBytes(cgroupV2, memoryDir(m))
+	return int64(n)
+}
+
+// readMemoryBytes reads the memory charged to a cgroup now (v1: the memory
+// directory).
+func readMemoryBytes(v2 bool, dir string) (uint64, error) {
+	if v2 {
+		return fscommon.GetCgroupParamUint(dir, "memory.current")
 	}
-	return int64(st.MemoryStats.Usage.Usage)
+	return fscommon.GetCgroupParamUint(dir, "memory.usage_in_bytes")
 }
 
 // resetCounters makes a warm jail's counters start at the moment its code

@@ -300,7 +300,7 @@ type instance struct {
 	// release frees what the jail holds once its processes are gone.
 	release func()
 	// forked reports a jail made by a fork server, and lowCPU one whose
-	// cgroup still has the idle CPU weight it warmed up with.
+	// cgroup got the idle CPU weight for its warm-up (settle restores it).
 	forked bool
 	lowCPU bool
 	server *zygote // the fork server of a forked jail
@@ -308,6 +308,7 @@ type instance struct {
 	// warm-up; Pool.take prefers such jails.
 	warmed     chan struct{}
 	warmedOnce sync.Once
+	settleOnce sync.Once
 	ctlIn      *os.File      // supervisor's end of the runner's fd 3
 	messages   chan message  // lines from the runner's fd 4
 	exited     chan waitDone // closed after init's exit status is known

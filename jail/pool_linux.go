@@ -87,9 +87,35 @@ func NewPool(j *Jail, workspace string) *Pool {
 	return p
 }
 
+// refillDelay bounds how long a run holds back the refill of the pool it
+// took a jail from.
+const refillDelay = 250 * time.Millisecond
+
 // Run executes req on a warm jail if one fits, else on a cold one.
 func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, error) {
-	return p.j.run(ctx, req, p.take)
+	// A refill (a fork, namespaces, mounts, a warm-up: tens of ms of CPU)
+	// started while the run goes on shares the cores with it. It starts
+	// once the run has its answer, or after refillDelay for a long run;
+	// the rest of the pool serves other calls meanwhile.
+	var (
+		owed   []*warmSet
+		timers []*time.Timer
+	)
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+		for _, set := range owed {
+			p.kick(set)
+		}
+	}()
+	return p.j.run(ctx, req, func(ctx context.Context, prof policy.Profile, req record.Request) *instance {
+		if set := p.sets[prof.Name]; set != nil {
+			owed = append(owed, set)
+			timers = append(timers, time.AfterFunc(refillDelay, func() { p.kick(set) }))
+		}
+		return p.take(ctx, prof, req)
+	})
 }
 
 // take pops the oldest idle jail that fits req. When there is none and the
@@ -104,7 +130,6 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 	}
 	inst, stale := p.takeIdleLocked(set, prof, req)
 	z := set.zyg
-	p.kickLocked(set)
 	if inst == nil && z == nil {
 		set.misses++
 	}
@@ -171,23 +196,16 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 			set.discarded++
 			stale = append(stale, inst)
 		default:
-			if inst.lowCPU {
-				// Its warm-up stops when the code arrives; from now on it
-				// competes for CPU like any run.
-				if err := setCPUWeightDefault(inst.mgr); err != nil {
-					p.j.log.Warn("restoring CPU weight", logKeyID, inst.id, "err", err)
-				}
-				inst.lowCPU = false
-			}
 			set.hits++
-			inst.resetCounters()
+			inst.settle() // done already, off this path, unless still warming
 			return inst, stale
 		}
 	}
 	return nil, stale
 }
 
-func (p *Pool) kickLocked(set *warmSet) {
+// kick wakes set's refill; a kick already pending covers this one.
+func (p *Pool) kick(set *warmSet) {
 	select {
 	case set.kick <- struct{}{}:
 	default:
@@ -224,6 +242,9 @@ func (p *Pool) refill(ctx context.Context, set *warmSet) {
 				inst, err = z.spawn(ctx, 0, true)
 			} else {
 				inst, err = p.j.start(ctx, set.prof, record.Request{Workspace: p.workspace}, set.prof.Limits.MaxTimeout.D(), set.prof.Warm.Preload)
+				if err == nil {
+					inst.settle() // idle from here on; forked jails settle once warmed
+				}
 			}
 			p.mu.Lock()
 			set.starting--
@@ -327,7 +348,7 @@ func (p *Pool) installServer(set *warmSet, z *zygote) {
 	set.zyg = z
 	set.serverStarts++
 	set.serverBytes = z.memoryUsage()
-	p.kickLocked(set)
+	p.kick(set)
 }
 
 // superviseServer waits until set's fork server dies or ctx ends, and
@@ -496,6 +517,24 @@ func (p *Pool) lastErrors() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// settle makes an idle jail ready for its code: the default CPU weight if
+// it warmed up at the idle one, and its counters' baseline (see
+// resetCounters). Each pooled jail settles once, as soon as it is idle
+// for good (a container once ready, a forked jail once warmed), so that
+// taking it costs no cgroup writes; a jail taken while still warming
+// settles in take.
+func (inst *instance) settle() {
+	inst.settleOnce.Do(func() {
+		if inst.lowCPU {
+			// From now on it competes for CPU like any run.
+			if err := setCPUWeightDefault(inst.mgr); err != nil {
+				inst.j.log.Warn("restoring CPU weight", logKeyID, inst.id, "err", err)
+			}
+		}
+		inst.resetCounters()
+	})
 }
 
 // isWarmed reports whether inst is a forked jail done with its warm-up.

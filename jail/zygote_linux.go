@@ -482,15 +482,23 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 	inst.ctlIn = ctlIn
 	inst.drainOutputs(outR, errR)
 	inst.warmed = make(chan struct{})
-	go readMessages(ctlR, inst.messages, func() { inst.warmedOnce.Do(func() { close(inst.warmed) }) })
+	inst.lowCPU = warm
+	go readMessages(ctlR, inst.messages, func() {
+		inst.warmedOnce.Do(func() {
+			inst.settle()
+			close(inst.warmed)
+		})
+	})
 	ours = nil // owned by the goroutines and the instance now
 	cleanups.add(func() { ctlIn.Close() })
 
 	if err := inst.awaitReady(ctx, helloTimeout); err != nil {
 		return nil, err
 	}
-	inst.lowCPU = warm
-	inst.cpuAtReady = inst.cpuUsage()
+	if !warm {
+		// A warming jail takes its baseline when it settles.
+		inst.cpuAtReady = inst.cpuUsage()
+	}
 	j.log.Debug("forked jail ready", logKeyID, inst.id, "server", z.id, "pid", pid,
 		"ready_ms", time.Since(inst.created).Milliseconds())
 	return inst, nil

@@ -251,6 +251,42 @@ func TestForkServerFreshRandomness(t *testing.T) {
 	}
 }
 
+// TestForkServerCountersCoverTheCodeOnly checks a forked jail's CPU time
+// and peak memory: its preloads and its warm-up (run before the code
+// came) are not charged to the code, and what the code itself uses is.
+func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
+	e := sharedEnv(t)
+	warm := policy.Warm{
+		Size: 1, Preload: []string{"numpy"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true,
+		// About 40 ms of CPU and 40 MiB in every child before its code.
+		Warmup: []string{"import numpy\nfor _ in range(5):\n    numpy.ones(5 << 20).sum()"},
+	}
+	p := openPool(t, e, withWarm(e.cfg, warm, policy.ProfileFull))
+	for _, c := range []struct {
+		name, code       string
+		minCPU, maxCPU   int64
+		minPeak, maxPeak int64
+	}{
+		{"print", "print(1)", 0, 30, 0, 30 * policy.MiB},
+		{"busy loop", "x = 0\nfor i in range(3 * 10**6):\n    x += i", 100, 10_000, 0, 30 * policy.MiB},
+		{"allocation", "b = bytearray(80 << 20)\nb[::4096] = b'x' * len(b[::4096])", 0, 10_000, 75 * policy.MiB, 200 * policy.MiB},
+	} {
+		// The refill's warm-up must be over before the code arrives.
+		time.Sleep(2 * time.Second)
+		res := forkRun(t, p, policy.ProfileFull, c.code)
+		if res.Verdict != record.VerdictOK {
+			t.Fatalf("%s:\n%s", c.name, describe(res))
+		}
+		if res.CPUMS < c.minCPU || res.CPUMS > c.maxCPU {
+			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, c.maxCPU)
+		}
+		if res.PeakMemoryBytes < c.minPeak || res.PeakMemoryBytes > c.maxPeak {
+			t.Errorf("%s: peak %s, want %s..%s", c.name, record.FormatBytes(res.PeakMemoryBytes),
+				record.FormatBytes(c.minPeak), record.FormatBytes(c.maxPeak))
+		}
+	}
+}
+
 // TestForkServerLimits checks that a forked jail's limits are its own
 // cgroup's: a lower memory limit per request is honoured, the OOM kill
 // is named, and the fork server survives it.
