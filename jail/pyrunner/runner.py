@@ -1032,7 +1032,32 @@ def _capture_figures(boot, reply):
         reply["images"] = images
 
 
-def _run(code, boot):
+def _prepare(boot):
+    """Builds what a run needs that does not depend on its code.
+
+    Called before the code is read, so that a warm jail does this while it
+    waits rather than after the code arrives. The process runs one code
+    only: nothing here is shared with another run.
+    """
+    p = {}
+    if _S.layer in ("calc", "workspace"):
+        g = _scope_globals()
+        g["__builtins__"] = _make_builtins()
+        p["globals"] = g
+    headroom = boot.get("address_space_bytes") or 0
+    if headroom:
+        # The limit is headroom above what the interpreter (and whatever it
+        # preloaded) already maps: an absolute limit below the current size
+        # would make every later mmap fail, and OpenBLAS retries a failed
+        # buffer mmap forever. One huge allocation still gets MemoryError;
+        # gradual growth meets the cgroup's OOM killer first. Reading and
+        # compiling the code after this comes out of the headroom, which is
+        # twice the memory limit.
+        p["address_space_limit"] = _address_space_size() + headroom
+    return p
+
+
+def _run(code, boot, prepared):
     reply = {"status": "ok", "exit_code": 0}
     try:
         tree = ast.parse(code, USER_FILE, "exec")
@@ -1056,8 +1081,7 @@ def _run(code, boot):
         last = ast.Expression(tree.body.pop().value)
     _register_source(code)
     if restricted:
-        g = _scope_globals()
-        g["__builtins__"] = _make_builtins()
+        g = prepared["globals"]
         body = compile(tree, USER_FILE, "exec")
         tail = compile(last, USER_FILE, "eval") if last is not None else None
         sys.addaudithook(_hook)
@@ -1071,15 +1095,9 @@ def _run(code, boot):
         g = main.__dict__
         body = compile(tree, USER_FILE, "exec")
         tail = compile(last, USER_FILE, "eval") if last is not None else None
-    headroom = boot.get("address_space_bytes") or 0
-    if headroom:
-        # The limit is headroom above what the interpreter (and whatever it
-        # preloaded) already maps: an absolute limit below the current size
-        # would make every later mmap fail, and OpenBLAS retries a failed
-        # buffer mmap forever. One huge allocation still gets MemoryError;
-        # gradual growth meets the cgroup's OOM killer first.
+    limit = prepared.get("address_space_limit")
+    if limit:
         import resource
-        limit = _address_space_size() + headroom
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     _S.user = restricted
     try:
@@ -1367,13 +1385,12 @@ def _warm_child(stop=None):
     codes, scope, source = _S.warmup
     if _S.layer in ("calc", "workspace"):
         # The runner's own path, which has pages to copy too: the AST
-        # check, the rewrite, compile, the guarded builtins and the scope.
-        # All of it is recomputed for the real run; nothing is kept.
+        # check, the rewrite and compile. All of it is recomputed for the
+        # real run; nothing is kept. (The guarded builtins and the scope
+        # are built for the run itself once the warm-up ends: _prepare.)
         tree = ast.parse(source, USER_FILE, "exec")
         _Checker(_unavailable_builtins()).check(tree)
         compile(ast.fix_missing_locations(_FormatRewriter().visit(tree)), USER_FILE, "exec")
-        _make_builtins()
-        _scope_globals()
     g = {"__name__": "__pyjail_warmup__"}
     g.update(scope)
     sink = io.StringIO()
@@ -1566,9 +1583,15 @@ def main():
     else:
         ready["error"] = err
     _send(cout, ready)
-    if _S.warm_idle:
-        if not _warm_child(stop=lambda: _readable(cin)) and not _readable(cin):
-            _send(cout, {"type": "warmed"})
+    warm_err = _warm_child(stop=lambda: _readable(cin)) if _S.warm_idle else ""
+    prepared = None
+    if err is None:
+        try:
+            prepared = _prepare(boot)
+        except Exception as e:
+            err = "preparing the run: %s: %s" % (type(e).__name__, e)
+    if _S.warm_idle and not warm_err and not _readable(cin):
+        _send(cout, {"type": "warmed"})
     req = _read_msg(cin)
     cin.close()
     if err is not None:
@@ -1577,7 +1600,7 @@ def main():
         if boot.get("workspace"):
             os.chdir(boot["workspace"])
         try:
-            reply = _run(req["code"], boot)
+            reply = _run(req["code"], boot, prepared)
         except BaseException as e:
             # The runner's own failure (or user code that broke the error
             # path): report it rather than leave the supervisor waiting.
