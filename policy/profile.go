@@ -72,15 +72,16 @@ const (
 func DefaultProfiles() map[string]Profile {
 	calcPreload := []string{"numpy", "pandas", "scipy", "sympy"}
 	// What calculator runs typically touch first: output, a numpy
-	// reduction, pandas groupbys and the repr of a Series and a DataFrame
-	// (a run's last expression is shown as its value). sympy and scipy
-	// calls are left out: they cost more to warm than most runs spend in
-	// them.
+	// reduction, a pandas groupby. Every idle jail pays for its warm-up in
+	// the background, so each snippet must save a run more than it costs
+	// the machine: a DataFrame repr and describe() were dropped after
+	// measuring (with calls 100 ms apart, the pool fell behind and numpy
+	// and pandas runs took twice as long), and sympy and scipy calls cost
+	// more to warm than most runs spend in them.
 	calcWarmup := []string{
 		"print(1+1)",
 		"repr(np.arange(10**6).sum())",
 		"df = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})\nprint(df.groupby('k')['v'].sum().to_dict())",
-		"df = pd.DataFrame({'k': [i % 3 for i in range(30)], 'v': range(30)})\nrepr(df.groupby('k')['v'].sum())\nrepr(df.describe())",
 	}
 	return map[string]Profile{
 		ProfileCalc: {
