@@ -95,8 +95,9 @@ const refillDelay = 250 * time.Millisecond
 func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, error) {
 	// A refill (a fork, namespaces, mounts, a warm-up: tens of ms of CPU)
 	// started while the run goes on shares the cores with it. It starts
-	// once the run has its answer, or after refillDelay for a long run;
-	// the rest of the pool serves other calls meanwhile.
+	// once the run has its answer, or after refillDelay for a long run,
+	// while the rest of the pool serves other calls; an empty pool is
+	// refilled at once.
 	var (
 		owed   []*warmSet
 		timers []*time.Timer
@@ -110,11 +111,20 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 		}
 	}()
 	return p.j.run(ctx, req, func(ctx context.Context, prof policy.Profile, req record.Request) *instance {
-		if set := p.sets[prof.Name]; set != nil {
-			owed = append(owed, set)
-			timers = append(timers, time.AfterFunc(refillDelay, func() { p.kick(set) }))
+		set := p.sets[prof.Name]
+		inst := p.take(ctx, prof, req)
+		if set != nil {
+			p.mu.Lock()
+			empty := len(set.idle) == 0
+			p.mu.Unlock()
+			if empty {
+				p.kick(set)
+			} else {
+				owed = append(owed, set)
+				timers = append(timers, time.AfterFunc(refillDelay, func() { p.kick(set) }))
+			}
 		}
-		return p.take(ctx, prof, req)
+		return inst
 	})
 }
 
