@@ -481,6 +481,11 @@ func (p *Pool) PoolStatus() any {
 				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())
 				fs.WarmupError = s.zyg.warmupError
 			}
+			for _, inst := range s.idle {
+				if inst.isWarmed() {
+					fs.Warmed++
+				}
+			}
 			st.ForkServer = fs
 		}
 		out[name] = st

@@ -38,6 +38,9 @@ type ForkServerStatus struct {
 	MemoryBytes int64 `json:"memory_bytes"`
 	// OnDemand counts requests that found no idle jail and got one forked
 	// for them instead of a cold container.
-	OnDemand  int64  `json:"on_demand"`
+	OnDemand int64 `json:"on_demand"`
+	// Warmed counts the idle jails done with their warm-up: the others
+	// still run it, and code that takes one waits for the snippet in hand.
+	Warmed    int    `json:"warmed"`
 	LastError string `json:"last_error,omitempty"`
 }

@@ -251,6 +251,23 @@ func TestForkServerFreshRandomness(t *testing.T) {
 	}
 }
 
+// waitWarmed waits until n idle jails of profile have finished their
+// warm-up, as sandbox://status reports it.
+func waitWarmed(t *testing.T, p *jail.Pool, profile string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := forkStatus(t, p, profile)
+		if st.ForkServer.Warmed >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d warmed jails after 30 s: %+v, fork server %+v", n, st, st.ForkServer)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestForkServerCountersCoverTheCodeOnly checks a forked jail's CPU time
 // and peak memory: its preloads and its warm-up (run before the code
 // came) are not charged to the code, and what the code itself uses is.
@@ -271,8 +288,9 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 		{"busy loop", "x = 0\nfor i in range(3 * 10**6):\n    x += i", 100, 10_000, 0, 30 * policy.MiB},
 		{"allocation", "b = bytearray(80 << 20)\nb[::4096] = b'x' * len(b[::4096])", 0, 10_000, 75 * policy.MiB, 200 * policy.MiB},
 	} {
-		// The refill's warm-up must be over before the code arrives.
-		time.Sleep(2 * time.Second)
+		// The refill's warm-up must be over before the code arrives; the
+		// status counts the idle jails that are done with it.
+		waitWarmed(t, p, policy.ProfileFull, 1)
 		res := forkRun(t, p, policy.ProfileFull, c.code)
 		if res.Verdict != record.VerdictOK {
 			t.Fatalf("%s:\n%s", c.name, describe(res))

@@ -75,15 +75,20 @@ async function waitWarm(srv, timeoutMs = 30_000) {
     const { json } = await srv.readJSON('sandbox://status');
     const pool = json.warm_pool;
     if (!pool) return null;
-    const full = Object.values(pool).every((p) => p.idle >= p.size || p.budget_limited);
+    // Full, and a fork server's idle jails done with their warm-up (a
+    // server whose warm-up failed has jails that never finish it).
+    const full = Object.values(pool).every((p) => (p.idle >= p.size || p.budget_limited) &&
+      (!p.fork_server || p.fork_server.warmup_error || p.fork_server.warmed >= p.idle));
     if (full || Date.now() > deadline) return pool;
     await sleep(200);
   }
 }
 
 async function latency(srv, c) {
-  // Warm-up calls are not measured.
+  // Warm-up calls are not measured; the measured calls start from a full,
+  // warmed pool, as after any pause.
   for (let i = 0; i < 5; i++) await srv.call(c.tool, c.args);
+  if (!NO_WARM) await waitWarm(srv);
   const ms = [];
   let failures = 0;
   for (let i = 0; i < CALLS; i++) {
