@@ -245,17 +245,27 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 		return nil, err
 	}
 	res, err := inst.exec(ctx, req.Code, timeout)
-	if (errors.Is(err, errForkServerDown) || errors.Is(err, errLostBeforeRun)) && ctx.Err() == nil {
+	for attempt := 1; attempt < runAttempts && ctx.Err() == nil &&
+		(errors.Is(err, errForkServerDown) || errors.Is(err, errLostBeforeRun)); attempt++ {
 		// The jail died under the code (its fork server went, taking it
 		// along) or before the code reached it (a pooled jail killed while
 		// idle, seen dead only on the write): the sandbox failed, not the
 		// code. Forked jails have no workspace and a lost jail ran
 		// nothing, so running the code again elsewhere (a new server's
 		// jail, or a cold one) changes nothing but the answer's arrival.
+		// A server's death takes all its idle jails along, and the pool
+		// may hand out another before it has seen the death: hence more
+		// than one attempt.
 		j.log.Warn("jail lost before its run finished; running the code again", logKeyID, inst.id, "err", err)
 		dead := inst
 		j.teardowns.Add(1)
 		go func() { defer j.teardowns.Done(); dead.destroy() }()
+		if dead.forked {
+			// A dead server's children die before its own exit is seen:
+			// wait for it briefly, so that the next take skips the
+			// server and its other idle children.
+			dead.server.awaitExit(ctx, serverExitGrace)
+		}
 		if inst, warm, err = acquire(); err != nil {
 			<-j.slots
 			return nil, err
@@ -281,6 +291,10 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 // Wait blocks until every finished run's jail is destroyed. Servers call
 // it on shutdown; tests call it before looking for leftovers.
 func (j *Jail) Wait() { j.teardowns.Wait() }
+
+// runAttempts bounds the jails one run may use when jails die under it
+// (see run).
+const runAttempts = 3
 
 // errLostBeforeRun is returned by exec when the jail was gone before the
 // code reached it: nothing ran, so the code may run in another jail.

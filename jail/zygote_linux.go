@@ -299,6 +299,21 @@ func (z *zygote) alive() bool {
 	return !z.closed
 }
 
+// serverExitGrace is how long a run whose forked jail died waits to learn
+// whether the jail's fork server died too.
+const serverExitGrace = 200 * time.Millisecond
+
+// awaitExit waits until the server has exited, for at most d.
+func (z *zygote) awaitExit(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-z.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // memoryUsage is the memory charged to the server itself.
 func (z *zygote) memoryUsage() int64 {
 	return memoryStat(z.mgr)

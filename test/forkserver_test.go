@@ -334,7 +334,9 @@ func TestForkServerLimits(t *testing.T) {
 // TestForkServerRestartsAndFallsBackCold kills a fork server: runs go on
 // (cold while it is down), and the pool starts another.
 func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
-	p, e := newForkPool(t, 1, []string{"json"})
+	// Three idle children die with their server: a run may meet more
+	// than one of them before the pool sees the death.
+	p, e := newForkPool(t, 3, []string{"json"})
 	before := forkStatus(t, p, policy.ProfileFull).ForkServer
 	killed := 0
 	// Fork servers are the only jail processes running as the user
