@@ -96,33 +96,24 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 	// A refill (a fork, namespaces, mounts, a warm-up: tens of ms of CPU)
 	// started while the run goes on shares the cores with it. It starts
 	// once the run has its answer, or after refillDelay for a long run,
-	// while the rest of the pool serves other calls; an empty pool is
-	// refilled at once.
+	// while the rest of the pool serves other calls; take refills an
+	// empty pool at once. Every attempt of one run is of one profile, so
+	// one refill is owed at most.
 	var (
-		owed   []*warmSet
-		timers []*time.Timer
+		owed  *warmSet
+		timer *time.Timer
 	)
 	defer func() {
-		for _, t := range timers {
-			t.Stop()
-		}
-		for _, set := range owed {
-			p.kick(set)
+		if owed != nil {
+			timer.Stop()
+			p.kick(owed)
 		}
 	}()
 	return p.j.run(ctx, req, func(ctx context.Context, prof policy.Profile, req record.Request) *instance {
-		set := p.sets[prof.Name]
-		inst := p.take(ctx, prof, req)
-		if set != nil {
-			p.mu.Lock()
-			empty := len(set.idle) == 0
-			p.mu.Unlock()
-			if empty {
-				p.kick(set)
-			} else {
-				owed = append(owed, set)
-				timers = append(timers, time.AfterFunc(refillDelay, func() { p.kick(set) }))
-			}
+		inst, deferred := p.take(ctx, prof, req)
+		if deferred != nil && owed == nil {
+			owed = deferred
+			timer = time.AfterFunc(refillDelay, func() { p.kick(deferred) })
 		}
 		return inst
 	})
@@ -131,17 +122,24 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 // take pops the oldest idle jail that fits req. When there is none and the
 // profile's fork server runs, it forks one for req on the spot, which
 // costs milliseconds; otherwise it returns nil and the run starts cold.
-func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request) *instance {
+// It kicks the refill of a pool it leaves empty, and returns the pool of
+// one it leaves jails in as deferred: its refill is the caller's to kick.
+func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request) (_ *instance, deferred *warmSet) {
 	p.mu.Lock()
 	set := p.sets[prof.Name]
 	if set == nil {
 		p.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	inst, stale := p.takeIdleLocked(set, prof, req)
 	z := set.zyg
 	if inst == nil && z == nil {
 		set.misses++
+	}
+	if len(set.idle) == 0 {
+		p.kick(set)
+	} else {
+		deferred = set
 	}
 	p.mu.Unlock()
 	// Destroy outside the lock: it waits for processes to die.
@@ -149,7 +147,7 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 		s.destroy()
 	}
 	if inst != nil || z == nil {
-		return inst
+		return inst, deferred
 	}
 	inst, err := z.spawn(ctx, lowerMemory(prof, req), false)
 	p.mu.Lock()
@@ -161,10 +159,10 @@ func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request
 		if ctx.Err() == nil {
 			p.j.log.Warn("forking a jail on demand", logKeyProfile, prof.Name, "err", err)
 		}
-		return nil
+		return nil, deferred
 	}
 	set.onDemand++
-	return inst
+	return inst, deferred
 }
 
 // takeIdleLocked pops the oldest idle jail that fits req, and returns the
