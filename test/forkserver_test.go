@@ -120,34 +120,19 @@ print("BAD", bad)
 // forked jail and looks for it from the next ones, idle and on demand.
 func TestForkServerIsolatesConsecutiveRuns(t *testing.T) {
 	p, _ := newForkPool(t, 2, []string{"json", "numpy"})
-	plant := `
-import builtins, json, os, socket, subprocess, sys, threading, time
-builtins.PLANTED = 1
-json.dumps = lambda *a, **k: "patched"
-sys.modules["planted_module"] = type(sys)("planted_module")
-open("/tmp/planted", "w").write("x")
-open("/dev/shm/planted", "w").write("x")
+	plant := plantLeftovers(`
+import numpy, socket
 os.environ["PLANTED"] = "1"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind("\0pyjail-planted")
 s.listen()
-threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
-subprocess.Popen(["sleep", "60"])
-import numpy
 numpy.PLANTED = 1
-print("planted")
-`
+`)
 	if res := forkRun(t, p, policy.ProfileFull, plant); res.Verdict != record.VerdictOK {
 		t.Fatalf("plant run:\n%s", describe(res))
 	}
-	check := `
-import builtins, json, os, socket, sys, threading
-leaks = []
-if hasattr(builtins, "PLANTED"): leaks.append("builtins")
-if json.dumps({}) != "{}": leaks.append("module patch")
-if "planted_module" in sys.modules: leaks.append("sys.modules")
-for f in ["/tmp/planted", "/dev/shm/planted"]:
-    if os.path.exists(f): leaks.append(f)
+	check := findLeftovers(`
+import numpy, socket
 if "PLANTED" in os.environ: leaks.append("environment")
 c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
@@ -155,13 +140,9 @@ try:
     leaks.append("abstract socket")
 except OSError:
     pass
-if threading.active_count() != 1: leaks.append("threads")
-procs = [d for d in os.listdir("/proc") if d.isdigit()]
 if procs != ["1"]: leaks.append("processes %r" % procs)
-import numpy
 if hasattr(numpy, "PLANTED"): leaks.append("numpy patch")
-print(leaks)
-`
+`)
 	// More runs than idle children: the last ones are forked on demand.
 	for i := range 4 {
 		res := forkRun(t, p, policy.ProfileFull, check)

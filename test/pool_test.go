@@ -76,12 +76,13 @@ func poolRun(t *testing.T, p *jail.Pool, code string) *record.Result {
 	return res
 }
 
-// TestPoolIsolatesConsecutiveRuns plants state of every kind in one warm
-// jail and looks for it from the next: nothing may carry over.
-func TestPoolIsolatesConsecutiveRuns(t *testing.T) {
-	p, _ := newPool(t, 2, []string{"json"}, 0)
-	plant := `
-import builtins, json, os, subprocess, threading, time, sys
+// plantLeftovers is code that leaves behind state of every kind a run can
+// leave in a reused interpreter or jail: a builtin, a module patch, a
+// module, files in /tmp and /dev/shm, a thread and a child process. extra
+// (top-level Python) plants more.
+func plantLeftovers(extra string) string {
+	return `
+import builtins, json, os, subprocess, sys, threading, time
 builtins.PLANTED = 1
 json.dumps = lambda *a, **k: "patched"
 sys.modules["planted_module"] = type(sys)("planted_module")
@@ -89,14 +90,16 @@ open("/tmp/planted", "w").write("x")
 open("/dev/shm/planted", "w").write("x")
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
 subprocess.Popen(["sleep", "60"])
-print("planted", os.getpid())
+` + extra + `
+print("planted")
 `
-	res := poolRun(t, p, plant)
-	if res.Verdict != record.VerdictOK || !res.Warm {
-		t.Fatalf("plant run: warm=%v\n%s", res.Warm, describe(res))
-	}
-	for range 2 {
-		res = poolRun(t, p, `
+}
+
+// findLeftovers is code that prints the list of what plantLeftovers left
+// and it finds: "[]" when nothing carried over. extra (top-level Python)
+// appends to leaks; procs lists the pids it sees in /proc.
+func findLeftovers(extra string) string {
+	return `
 import builtins, json, os, sys, threading
 leaks = []
 if hasattr(builtins, "PLANTED"): leaks.append("builtins")
@@ -106,9 +109,23 @@ for f in ["/tmp/planted", "/dev/shm/planted"]:
     if os.path.exists(f): leaks.append(f)
 if threading.active_count() != 1: leaks.append("threads")
 procs = [d for d in os.listdir("/proc") if d.isdigit()]
-if len(procs) != 1: leaks.append("processes %r" % procs)
+` + extra + `
 print(leaks)
-`)
+`
+}
+
+// TestPoolIsolatesConsecutiveRuns plants state of every kind in one warm
+// jail and looks for it from the next: nothing may carry over.
+func TestPoolIsolatesConsecutiveRuns(t *testing.T) {
+	p, _ := newPool(t, 2, []string{"json"}, 0)
+	res := poolRun(t, p, plantLeftovers(""))
+	if res.Verdict != record.VerdictOK || !res.Warm {
+		t.Fatalf("plant run: warm=%v\n%s", res.Warm, describe(res))
+	}
+	for range 2 {
+		res = poolRun(t, p, findLeftovers(`
+if len(procs) != 1: leaks.append("processes %r" % procs)
+`))
 		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "[]" {
 			t.Fatalf("state leaked between warm runs:\n%s", describe(res))
 		}
