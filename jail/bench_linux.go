@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // TimeSteps starts a jail for req's profile with the given preloads, runs
@@ -18,7 +18,7 @@ import (
 // a lower bound of Run's. It is for benchmarks, not for serving requests.
 func (j *Jail) TimeSteps(ctx context.Context, req record.Request, preload []string) (Steps, error) {
 	var st Steps
-	prof, err := j.cfg.Policy.Profile(string(req.Profile))
+	prof, err := j.cfg.Policy.Profile(req.Profile)
 	if err != nil {
 		return st, err
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // classifyInput is everything the verdict is decided from. The kernel's

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 func TestClassify(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Environment runs the probe in a fresh jail and decodes its answer.
 func (j *Jail) Environment(ctx context.Context) (*Environment, error) {
-	res, err := j.Run(ctx, record.Request{Profile: policy.ProfileFull, Code: environmentProbe, Timeout: 30 * time.Second})
+	res, err := j.Run(ctx, record.Request{Profile: record.ProfileFull, Code: environmentProbe, Timeout: 30 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("probing the jail's Python: %w", err)
 	}

@@ -33,8 +33,8 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -215,7 +215,7 @@ func (j *Jail) Run(ctx context.Context, req record.Request) (*record.Result, err
 // run is Run with an optional source of pre-started jails: take returns a
 // warm instance for the request, or nil to start a cold one.
 func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Context, policy.Profile, record.Request) *instance) (*record.Result, error) {
-	prof, err := j.cfg.Policy.Profile(string(req.Profile))
+	prof, err := j.cfg.Policy.Profile(req.Profile)
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -68,7 +68,7 @@ func (*Pool) Run(context.Context, record.Request) (*record.Result, error) {
 func (*Pool) Close() error { return nil }
 
 // PoolStatus reports no profiles.
-func (*Pool) PoolStatus() any { return map[string]ProfileStatus{} }
+func (*Pool) PoolStatus() any { return map[record.Profile]ProfileStatus{} }
 
 // WaitReady returns ErrUnsupported.
 func (*Pool) WaitReady(context.Context) error { return ErrUnsupported }

@@ -1,6 +1,6 @@
 package jail
 
-import "github.com/pyjail/pyjail/jail/record"
+import "github.com/pyjail/pyjail/record"
 
 // ResultErr returns the error form of a result's verdict, for callers that
 // prefer os/exec-style errors: nil for ok, ErrTimeout, ErrMemoryLimit,

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Pool keeps pre-started, single-use jails per profile so that a run skips
@@ -27,7 +27,7 @@ type Pool struct {
 	workspace string
 
 	mu     sync.Mutex
-	sets   map[string]*warmSet
+	sets   map[record.Profile]*warmSet
 	closed bool
 
 	cancel context.CancelFunc
@@ -66,7 +66,7 @@ type warmSet struct {
 // profiles mount; requests for another workspace start cold.
 func NewPool(j *Jail, workspace string) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{j: j, workspace: workspace, sets: map[string]*warmSet{}, cancel: cancel}
+	p := &Pool{j: j, workspace: workspace, sets: map[record.Profile]*warmSet{}, cancel: cancel}
 	for _, name := range j.cfg.Policy.ProfileNames() {
 		prof := j.cfg.Policy.Profiles[name]
 		if prof.Warm.Size <= 0 && !prof.Warm.ForkServer {
@@ -461,7 +461,7 @@ func (p *Pool) Close() error {
 func (p *Pool) PoolStatus() any {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]ProfileStatus{}
+	out := map[record.Profile]ProfileStatus{}
 	for name, s := range p.sets {
 		st := ProfileStatus{
 			Size: s.prof.Warm.Size, Idle: len(s.idle), Starting: s.starting, IdleBytes: s.idleBytes,

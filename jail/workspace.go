@@ -3,8 +3,8 @@ package jail
 import (
 	"context"
 
-	"github.com/pyjail/pyjail/jail/changes"
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/changes"
 )
 
 // treeSnapshot is the workspace as it was before the code ran.

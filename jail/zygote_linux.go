@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // helloTimeout bounds how long a forked child may take to say hello.

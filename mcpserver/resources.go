@@ -10,8 +10,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Resource URIs of SPEC §5.
@@ -79,8 +79,8 @@ type profileStatus struct {
 
 // profiles describes the two profiles the MCP tools use; the full profile
 // is for operators and the CLI only, so clients never see it.
-func (s *Server) profiles() map[string]profileStatus {
-	out := map[string]profileStatus{}
+func (s *Server) profiles() map[record.Profile]profileStatus {
+	out := map[record.Profile]profileStatus{}
 	for _, p := range []struct {
 		tool string
 		prof policy.Profile
@@ -117,18 +117,18 @@ type isolationStatus struct {
 // statusReport is sandbox://status. Ready and Refusal are what an operator
 // reads first: whether code runs here, and if not, why and how to fix it.
 type statusReport struct {
-	Server        string                   `json:"server"`
-	Version       string                   `json:"version"`
-	Ready         bool                     `json:"ready"`
-	Refusal       string                   `json:"refusal,omitempty"`
-	Profiles      map[string]profileStatus `json:"profiles"`
-	MaxConcurrent int                      `json:"max_concurrent"`
-	RunsInFlight  int                      `json:"runs_in_flight"`
-	Workspace     string                   `json:"workspace,omitempty"`
-	Snapshots     snapshotStatus           `json:"snapshots"`
-	Isolation     isolationStatus          `json:"isolation"`
-	WarmPool      any                      `json:"warm_pool,omitempty"`
-	Time          time.Time                `json:"time"`
+	Server        string                           `json:"server"`
+	Version       string                           `json:"version"`
+	Ready         bool                             `json:"ready"`
+	Refusal       string                           `json:"refusal,omitempty"`
+	Profiles      map[record.Profile]profileStatus `json:"profiles"`
+	MaxConcurrent int                              `json:"max_concurrent"`
+	RunsInFlight  int                              `json:"runs_in_flight"`
+	Workspace     string                           `json:"workspace,omitempty"`
+	Snapshots     snapshotStatus                   `json:"snapshots"`
+	Isolation     isolationStatus                  `json:"isolation"`
+	WarmPool      any                              `json:"warm_pool,omitempty"`
+	Time          time.Time                        `json:"time"`
 }
 
 // snapshotStatus is the snapshot store as sandbox://status shows it.
@@ -213,11 +213,11 @@ func (s *Server) schemaResource(ctx context.Context, req mcp.ReadResourceRequest
 // environmentReport is sandbox://environment: the probe's answer plus the
 // limits and rules, which do not need a jail to know.
 type environmentReport struct {
-	Python         any                      `json:"python"`
-	Error          string                   `json:"error,omitempty"`
-	WorkspaceMount string                   `json:"workspace_mount"`
-	Profiles       map[string]profileStatus `json:"profiles"`
-	Rules          map[string]string        `json:"rules"`
+	Python         any                              `json:"python"`
+	Error          string                           `json:"error,omitempty"`
+	WorkspaceMount string                           `json:"workspace_mount"`
+	Profiles       map[record.Profile]profileStatus `json:"profiles"`
+	Rules          map[record.Profile]string        `json:"rules"`
 }
 
 // environment answers sandbox://environment. The probe behind
@@ -227,7 +227,7 @@ func (s *Server) environment(ctx context.Context) (any, error) {
 	rep := environmentReport{
 		WorkspaceMount: record.WorkspaceMount,
 		Profiles:       s.profiles(),
-		Rules:          map[string]string{policy.ProfileCalc: renderRules(s.calc), policy.ProfileWorkspace: renderRules(s.workspace)},
+		Rules:          map[record.Profile]string{record.ProfileCalc: renderRules(s.calc), record.ProfileWorkspace: renderRules(s.workspace)},
 	}
 	if s.cfg.Environment == nil {
 		rep.Error = "this server was started without an environment probe"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/record"
 )
 
 func TestStatusResource(t *testing.T) {

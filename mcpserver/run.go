@@ -13,8 +13,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // runGrace is how long past its own timeout a run may take before the

@@ -12,9 +12,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/mcpserver/fake"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 func ptr[T any](v T) *T { return &v }

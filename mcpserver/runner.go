@@ -3,7 +3,7 @@ package mcpserver
 import (
 	"context"
 
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Runner runs one execution in a fresh jail. *jail.Jail satisfies it, and

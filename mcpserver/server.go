@@ -13,10 +13,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pyjail/pyjail/mcpserver/snapshot"
 	"github.com/pyjail/pyjail/mcpserver/validate"
-	"github.com/pyjail/pyjail/mcpserver/wsfs"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/snapshot"
+	"github.com/pyjail/pyjail/workspace/wsfs"
 )
 
 // Attribute keys of the server's log records.
@@ -126,10 +127,10 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if s.calc, err = cfg.Policy.Profile(policy.ProfileCalc); err != nil {
+	if s.calc, err = cfg.Policy.Profile(record.ProfileCalc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if s.workspace, err = cfg.Policy.Profile(policy.ProfileWorkspace); err != nil {
+	if s.workspace, err = cfg.Policy.Profile(record.ProfileWorkspace); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.runSlots = make(chan struct{}, max(1, cfg.Policy.MaxConcurrent))

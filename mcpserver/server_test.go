@@ -17,6 +17,7 @@ import (
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 func TestToolsList(t *testing.T) {
@@ -86,7 +87,7 @@ func mustJSON(t *testing.T, v any) string {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	noCalc := policy.Default()
-	noCalc.Profiles = map[string]policy.Profile{policy.ProfileWorkspace: noCalc.Profiles[policy.ProfileWorkspace]}
+	noCalc.Profiles = map[record.Profile]policy.Profile{record.ProfileWorkspace: noCalc.Profiles[record.ProfileWorkspace]}
 	for name, tc := range map[string]struct {
 		cfg  Config
 		want string

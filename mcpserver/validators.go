@@ -12,8 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/record"
 )
 
 // csvChunk is how much of a workspace file validate_csv reads at a time:

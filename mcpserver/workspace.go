@@ -11,9 +11,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/mcpserver/snapshot"
-	"github.com/pyjail/pyjail/mcpserver/wsfs"
+	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/snapshot"
+	"github.com/pyjail/pyjail/workspace/wsfs"
 )
 
 // noWorkspace is the tool error of workspace tools on a server without one.

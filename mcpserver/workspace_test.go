@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/record"
 )
 
 func TestWorkspaceFiles(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 // Config is the whole operator configuration (`--config FILE`). Its zero
@@ -12,7 +15,7 @@ import (
 type Config struct {
 	// Profiles maps a profile name to its settings; calc, workspace and
 	// full always exist.
-	Profiles map[string]Profile `json:"profiles"`
+	Profiles map[record.Profile]Profile `json:"profiles"`
 	// Seccomp selects the relaxations of the seccomp allowlist.
 	Seccomp SeccompOptions `json:"seccomp"`
 	// IDMap places the jail's users on the host.
@@ -82,15 +85,15 @@ func Load(data []byte) (Config, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		p, ok := cfg.Profiles[name]
+		p, ok := cfg.Profiles[record.Profile(name)]
 		if !ok {
 			p = Profile{Python: LayerNone, Limits: DefaultLimits()}
 		}
 		if err := strictDecode(top.Profiles[name], &p); err != nil {
 			return Config{}, fmt.Errorf("parsing profile %q: %w", name, err)
 		}
-		p.Name = name
-		cfg.Profiles[name] = p
+		p.Name = record.Profile(name)
+		cfg.Profiles[p.Name] = p
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -111,7 +114,7 @@ func strictDecode(data []byte, v any) error {
 }
 
 // Profile returns the named profile.
-func (c Config) Profile(name string) (Profile, error) {
+func (c Config) Profile(name record.Profile) (Profile, error) {
 	p, ok := c.Profiles[name]
 	if !ok {
 		return Profile{}, fmt.Errorf("%w: %q (have %v)", ErrUnknownProfile, name, c.ProfileNames())
@@ -120,11 +123,11 @@ func (c Config) Profile(name string) (Profile, error) {
 }
 
 // ProfileNames lists the configured profiles in sorted order.
-func (c Config) ProfileNames() []string {
-	names := make([]string, 0, len(c.Profiles))
+func (c Config) ProfileNames() []record.Profile {
+	names := make([]record.Profile, 0, len(c.Profiles))
 	for n := range c.Profiles {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }

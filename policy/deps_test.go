@@ -69,35 +69,47 @@ func listDeps(t *testing.T, pattern string) []depPackage {
 	return pkgs
 }
 
-// TestDependencies enforces STYLE rule 1: the packages that must stay free
-// of the container runtime or of the MCP library do not link it, and policy
-// links no cgo, so it builds with CGO_ENABLED=0 on any OS.
+// TestDependencies enforces STYLE rule 1 and the layout of SPEC §9: the
+// packages that must stay free of the container runtime, of the MCP
+// library or of the jail builder do not link them, record (the contract
+// everyone shares) links nothing of the project, and policy links no cgo,
+// so it builds with CGO_ENABLED=0 on any OS.
 func TestDependencies(t *testing.T) {
 	const (
+		module       = "github.com/pyjail/pyjail"
 		libcontainer = "github.com/opencontainers/runc/libcontainer"
 		mcpGo        = "github.com/mark3labs/mcp-go"
+		jailPkgs     = module + "/jail"
 	)
 	for name, tc := range map[string]struct {
 		pattern   string
 		forbidden []string
-		noCgo     bool
+		// ownOnly forbids every package of the module but pattern's own.
+		ownOnly bool
+		noCgo   bool
 	}{
-		"policy":        {"./policy", []string{libcontainer, mcpGo}, true},
-		"mcpserver":     {"./mcpserver/...", []string{libcontainer}, false},
-		"rootfs":        {"./rootfs", []string{mcpGo}, false},
-		"jail/record":   {"./jail/record", []string{libcontainer, mcpGo}, false},
-		"jail/pyrunner": {"./jail/pyrunner", []string{libcontainer}, false},
+		"policy":        {pattern: "./policy", forbidden: []string{libcontainer, mcpGo, jailPkgs}, noCgo: true},
+		"mcpserver":     {pattern: "./mcpserver/...", forbidden: []string{libcontainer, jailPkgs}},
+		"rootfs":        {pattern: "./rootfs", forbidden: []string{mcpGo, jailPkgs}},
+		"record":        {pattern: "./record", forbidden: []string{libcontainer, mcpGo}, ownOnly: true},
+		"workspace":     {pattern: "./workspace/...", forbidden: []string{libcontainer, mcpGo, jailPkgs}},
+		"jail/pyrunner": {pattern: "./jail/pyrunner", forbidden: []string{libcontainer}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pkgs := listDeps(t, tc.pattern)
+			own := module + "/" + strings.TrimSuffix(strings.TrimPrefix(tc.pattern, "./"), "/...")
 			for _, p := range pkgs {
-				if p.Error != nil && strings.HasPrefix(p.ImportPath, "github.com/pyjail/pyjail") {
+				if p.Error != nil && strings.HasPrefix(p.ImportPath, module) {
 					t.Logf("note: %s does not load cleanly: %s", p.ImportPath, p.Error.Err)
 				}
 				for _, bad := range tc.forbidden {
 					if p.ImportPath == bad || strings.HasPrefix(p.ImportPath, bad+"/") {
 						t.Errorf("%s links %s", tc.pattern, p.ImportPath)
 					}
+				}
+				if tc.ownOnly && strings.HasPrefix(p.ImportPath, module+"/") &&
+					p.ImportPath != own && !strings.HasPrefix(p.ImportPath, own+"/") {
+					t.Errorf("%s links %s; it must link nothing of the project", tc.pattern, p.ImportPath)
 				}
 				if tc.noCgo && (len(p.CgoFiles) > 0 || p.ImportPath == "runtime/cgo") {
 					t.Errorf("%s links cgo through %s", tc.pattern, p.ImportPath)

@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/pyjail/pyjail/record"
+
 // PythonLayer selects the in-process fence the runner puts around the code.
 type PythonLayer string
 
@@ -18,8 +20,8 @@ const (
 // Profile is one way of running code: limits, Python layer, workspace and
 // warm pool. The names are fixed by SPEC §3.
 type Profile struct {
-	Name   string      `json:"-"`
-	Python PythonLayer `json:"python"`
+	Name   record.Profile `json:"-"`
+	Python PythonLayer    `json:"python"`
 	// Workspace mounts the workspace read-write at /sandbox/workspace and
 	// makes it the working directory.
 	Workspace bool   `json:"workspace"`
@@ -61,15 +63,8 @@ type Warm struct {
 	Warmup []string `json:"warmup,omitempty"`
 }
 
-// Profile names of SPEC §3.
-const (
-	ProfileCalc      = "calc"
-	ProfileWorkspace = "workspace"
-	ProfileFull      = "full"
-)
-
 // DefaultProfiles returns the three profiles of SPEC §3 with default limits.
-func DefaultProfiles() map[string]Profile {
+func DefaultProfiles() map[record.Profile]Profile {
 	calcPreload := []string{"numpy", "pandas", "scipy", "sympy"}
 	// What calculator runs typically touch first: output, a numpy
 	// reduction, a pandas groupby. Every idle jail pays for its warm-up in
@@ -83,17 +78,17 @@ func DefaultProfiles() map[string]Profile {
 		"repr(np.arange(10**6).sum())",
 		"df = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})\nprint(df.groupby('k')['v'].sum().to_dict())",
 	}
-	return map[string]Profile{
-		ProfileCalc: {
-			Name: ProfileCalc, Python: LayerCalc, Limits: DefaultLimits(),
+	return map[record.Profile]Profile{
+		record.ProfileCalc: {
+			Name: record.ProfileCalc, Python: LayerCalc, Limits: DefaultLimits(),
 			Warm: Warm{Size: 4, Preload: calcPreload, Refill: 1, MemoryBudgetBytes: 512 * MiB, ForkServer: true, RecycleAfter: 500, Warmup: calcWarmup},
 		},
-		ProfileWorkspace: {
-			Name: ProfileWorkspace, Python: LayerWorkspace, Workspace: true, Limits: DefaultLimits(),
+		record.ProfileWorkspace: {
+			Name: record.ProfileWorkspace, Python: LayerWorkspace, Workspace: true, Limits: DefaultLimits(),
 			Warm: Warm{Size: 1, Preload: []string{"numpy", "pandas"}, Refill: 1, MemoryBudgetBytes: 256 * MiB},
 		},
-		ProfileFull: {
-			Name: ProfileFull, Python: LayerNone, Workspace: true, Limits: DefaultLimits(),
+		record.ProfileFull: {
+			Name: record.ProfileFull, Python: LayerNone, Workspace: true, Limits: DefaultLimits(),
 		},
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"time"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 // Check is one named validation of a configuration.
@@ -40,7 +42,7 @@ func (c Config) Validate() error {
 
 func checkRequiredProfiles(c Config) error {
 	var errs []error
-	for _, name := range []string{ProfileCalc, ProfileWorkspace, ProfileFull} {
+	for _, name := range []record.Profile{record.ProfileCalc, record.ProfileWorkspace, record.ProfileFull} {
 		if _, ok := c.Profiles[name]; !ok {
 			errs = append(errs, fmt.Errorf("profile %q is missing", name))
 		}

@@ -1,6 +1,10 @@
 package rootfs
 
-import "path"
+import (
+	"path"
+
+	"github.com/pyjail/pyjail/record"
+)
 
 // Kind names where a rootfs comes from.
 type Kind string
@@ -35,18 +39,15 @@ type Layout struct {
 	Python string `json:"python"`
 }
 
-// Mountpoints the jail mounts over; every rootfs must have them as
-// directories. RunnerDir holds the embedded Python runner, WorkspaceDir the
-// workspace.
-const (
-	RunnerDir    = "/opt/pyjail"
-	WorkspaceDir = "/sandbox/workspace"
-)
+// RunnerDir is the mountpoint of the embedded Python runner; with
+// record.WorkspaceMount it is one of the directories every rootfs must
+// have for the jail to mount over.
+const RunnerDir = "/opt/pyjail"
 
 // Mountpoints returns every directory the jail mounts something on, in
 // creation order (parents first).
 func Mountpoints() []string {
-	return []string{"/proc", "/dev", "/tmp", "/usr", "/etc", "/opt", RunnerDir, "/sandbox", WorkspaceDir}
+	return []string{"/proc", "/dev", "/tmp", "/usr", "/etc", "/opt", RunnerDir, path.Dir(record.WorkspaceMount), record.WorkspaceMount}
 }
 
 // PythonPath is where both rootfs kinds keep the interpreter.

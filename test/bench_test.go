@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -28,11 +28,11 @@ func BenchmarkCold(b *testing.B) {
 				}
 			}
 		})
-		for _, profile := range []string{policy.ProfileFull, policy.ProfileCalc} {
-			b.Run(profile+"/"+tc.name, func(b *testing.B) {
+		for _, profile := range []record.Profile{record.ProfileFull, record.ProfileCalc} {
+			b.Run(string(profile)+"/"+tc.name, func(b *testing.B) {
 				e := sharedEnv(b)
 				for b.Loop() {
-					res, err := e.jail.Run(b.Context(), record.Request{Profile: record.Profile(profile), Code: tc.code, Timeout: 30 * time.Second})
+					res, err := e.jail.Run(b.Context(), record.Request{Profile: profile, Code: tc.code, Timeout: 30 * time.Second})
 					if err != nil || res.Verdict != record.VerdictOK {
 						b.Fatalf("err=%v res=%+v", err, res)
 					}
@@ -67,7 +67,7 @@ func BenchmarkColdRootfs(b *testing.B) {
 			}
 			defer j.Wait()
 			for b.Loop() {
-				res, err := j.Run(b.Context(), record.Request{Profile: policy.ProfileFull, Code: "print(1)", Timeout: 30 * time.Second})
+				res, err := j.Run(b.Context(), record.Request{Profile: record.ProfileFull, Code: "print(1)", Timeout: 30 * time.Second})
 				if err != nil || res.Verdict != record.VerdictOK {
 					b.Fatalf("err=%v res=%+v", err, res)
 				}

@@ -14,8 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // The escape corpus (testdata/escapes) is shared with the runner's unit
@@ -27,7 +26,7 @@ import (
 type escapeProbe struct {
 	name   string
 	code   string
-	expect map[string]string // profile -> expectation
+	expect map[record.Profile]string // profile -> expectation
 }
 
 func loadEscapes(t *testing.T) []escapeProbe {
@@ -42,7 +41,7 @@ func loadEscapes(t *testing.T) []escapeProbe {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := escapeProbe{name: strings.TrimSuffix(filepath.Base(f), ".py"), code: string(b), expect: map[string]string{}}
+		p := escapeProbe{name: strings.TrimSuffix(filepath.Base(f), ".py"), code: string(b), expect: map[record.Profile]string{}}
 		sc := bufio.NewScanner(strings.NewReader(p.code))
 		for sc.Scan() {
 			line, ok := strings.CutPrefix(sc.Text(), "# ")
@@ -53,13 +52,13 @@ func loadEscapes(t *testing.T) []escapeProbe {
 			switch {
 			case !ok:
 			case key == "expect":
-				for _, prof := range []string{policy.ProfileCalc, policy.ProfileWorkspace} {
+				for _, prof := range []record.Profile{record.ProfileCalc, record.ProfileWorkspace} {
 					if _, set := p.expect[prof]; !set {
 						p.expect[prof] = val
 					}
 				}
 			case strings.HasPrefix(key, "expect[") && strings.HasSuffix(key, "]"):
-				p.expect[key[len("expect["):len(key)-1]] = val
+				p.expect[record.Profile(key[len("expect["):len(key)-1])] = val
 			}
 		}
 		out = append(out, p)
@@ -118,18 +117,18 @@ func TestEscapeCorpusPythonLayer(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
 	for _, p := range loadEscapes(t) {
-		for _, prof := range []string{policy.ProfileCalc, policy.ProfileWorkspace} {
+		for _, prof := range []record.Profile{record.ProfileCalc, record.ProfileWorkspace} {
 			want, ok := p.expect[prof]
 			if !ok {
 				t.Errorf("%s: no expectation for %s", p.name, prof)
 				continue
 			}
-			t.Run(p.name+"/"+prof, func(t *testing.T) {
+			t.Run(p.name+"/"+string(prof), func(t *testing.T) {
 				t.Parallel()
 				res := e.run(t, prof, p.code, withWorkspace(escapeWorkspace(t)), withTimeout(20*time.Second))
 				// calc has no workspace: its cwd is an empty /tmp, so probes
 				// of the workspace fixtures find nothing there to reach.
-				if prof == policy.ProfileCalc && strings.HasPrefix(want, "error PermissionError") &&
+				if prof == record.ProfileCalc && strings.HasPrefix(want, "error PermissionError") &&
 					res.Exception == "FileNotFoundError" && usesFixtures(p.code) {
 					want = "error FileNotFoundError"
 				}
@@ -199,7 +198,7 @@ print("KERNEL-CHECK", leaks)
 				t.Parallel()
 				// The probe runs first (its exceptions caught), then the check.
 				code := fmt.Sprintf("try:\n    exec(compile(%q, %q, 'exec'), {'__name__': '__main__'})\nexcept BaseException as e:\n    print('probe raised', type(e).__name__)\n%s", p.code, p.name, check)
-				res := e.run(t, policy.ProfileFull, code, withWorkspace(escapeWorkspace(t)), withTimeout(20*time.Second))
+				res := e.run(t, record.ProfileFull, code, withWorkspace(escapeWorkspace(t)), withTimeout(20*time.Second))
 				if strings.Contains(res.Stdout, "KERNEL-CHECK") && !strings.Contains(res.Stdout, "KERNEL-CHECK []") {
 					t.Errorf("the kernel layer let the host through:\n%s", describe(res))
 				}

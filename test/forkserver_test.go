@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // The fork server's children run the same isolation, limit and escape
@@ -30,12 +30,12 @@ func newForkPool(t *testing.T, size int, preload []string) (*jail.Pool, *testEnv
 	t.Helper()
 	e := sharedEnv(t)
 	warm := policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
-	return openPool(t, e, withWarm(e.cfg, warm, policy.ProfileCalc, policy.ProfileFull)), e
+	return openPool(t, e, withWarm(e.cfg, warm, record.ProfileCalc, record.ProfileFull)), e
 }
 
-func forkRun(t *testing.T, p *jail.Pool, profile, code string) *record.Result {
+func forkRun(t *testing.T, p *jail.Pool, profile record.Profile, code string) *record.Result {
 	t.Helper()
-	res, err := p.Run(t.Context(), record.Request{Profile: record.Profile(profile), Code: code, Timeout: 20 * time.Second})
+	res, err := p.Run(t.Context(), record.Request{Profile: profile, Code: code, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +45,9 @@ func forkRun(t *testing.T, p *jail.Pool, profile, code string) *record.Result {
 	return res
 }
 
-func forkStatus(t *testing.T, p *jail.Pool, profile string) jail.ProfileStatus {
+func forkStatus(t *testing.T, p *jail.Pool, profile record.Profile) jail.ProfileStatus {
 	t.Helper()
-	st := p.PoolStatus().(map[string]jail.ProfileStatus)[profile]
+	st := p.PoolStatus().(map[record.Profile]jail.ProfileStatus)[profile]
 	if st.ForkServer == nil {
 		t.Fatalf("profile %s has no fork server in the status: %+v", profile, st)
 	}
@@ -109,7 +109,7 @@ print("BAD", bad)
 `, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID, m.SandboxID)
 	// Both the pool's idle children and a child forked on demand.
 	for i := range 3 {
-		res := forkRun(t, p, policy.ProfileFull, probe)
+		res := forkRun(t, p, record.ProfileFull, probe)
 		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "BAD []" {
 			t.Fatalf("run %d: a forked jail holds what its server holds:\n%s", i, describe(res))
 		}
@@ -128,7 +128,7 @@ s.bind("\0pyjail-planted")
 s.listen()
 numpy.PLANTED = 1
 `)
-	if res := forkRun(t, p, policy.ProfileFull, plant); res.Verdict != record.VerdictOK {
+	if res := forkRun(t, p, record.ProfileFull, plant); res.Verdict != record.VerdictOK {
 		t.Fatalf("plant run:\n%s", describe(res))
 	}
 	check := findLeftovers(`
@@ -145,7 +145,7 @@ if hasattr(numpy, "PLANTED"): leaks.append("numpy patch")
 `)
 	// More runs than idle children: the last ones are forked on demand.
 	for i := range 4 {
-		res := forkRun(t, p, policy.ProfileFull, check)
+		res := forkRun(t, p, record.ProfileFull, check)
 		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "[]" {
 			t.Fatalf("run %d: state leaked between forked jails:\n%s", i, describe(res))
 		}
@@ -188,7 +188,7 @@ seen += [d for d in os.listdir("/proc") if d.isdigit() and d != "1"]
 print(seen)
 print(" ".join(os.readlink("/proc/self/ns/" + n) for n in ["net", "mnt", "ipc", "uts", "pid"]))
 `, i)
-			res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Timeout: 20 * time.Second, Code: code})
+			res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Timeout: 20 * time.Second, Code: code})
 			if err != nil {
 				t.Error(err)
 				return
@@ -223,7 +223,7 @@ func TestForkServerFreshRandomness(t *testing.T) {
 	code := "import random, numpy\nprint(random.random(), numpy.random.rand())"
 	seen := map[string]bool{}
 	for range 4 {
-		res := forkRun(t, p, policy.ProfileFull, code)
+		res := forkRun(t, p, record.ProfileFull, code)
 		out := strings.TrimSpace(res.Stdout)
 		if res.Verdict != record.VerdictOK || seen[out] {
 			t.Fatalf("random numbers repeat across forked jails (%q):\n%s", out, describe(res))
@@ -234,7 +234,7 @@ func TestForkServerFreshRandomness(t *testing.T) {
 
 // waitWarmed waits until n idle jails of profile have finished their
 // warm-up, as sandbox://status reports it.
-func waitWarmed(t *testing.T, p *jail.Pool, profile string, n int) {
+func waitWarmed(t *testing.T, p *jail.Pool, profile record.Profile, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -259,7 +259,7 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 		// About 40 ms of CPU and 40 MiB in every child before its code.
 		Warmup: []string{"import numpy\nfor _ in range(5):\n    numpy.ones(5 << 20).sum()"},
 	}
-	p := openPool(t, e, withWarm(e.cfg, warm, policy.ProfileFull))
+	p := openPool(t, e, withWarm(e.cfg, warm, record.ProfileFull))
 	for _, c := range []struct {
 		name, code       string
 		minCPU, maxCPU   int64
@@ -271,8 +271,8 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 	} {
 		// The refill's warm-up must be over before the code arrives; the
 		// status counts the idle jails that are done with it.
-		waitWarmed(t, p, policy.ProfileFull, 1)
-		res := forkRun(t, p, policy.ProfileFull, c.code)
+		waitWarmed(t, p, record.ProfileFull, 1)
+		res := forkRun(t, p, record.ProfileFull, c.code)
 		if res.Verdict != record.VerdictOK {
 			t.Fatalf("%s:\n%s", c.name, describe(res))
 		}
@@ -292,22 +292,22 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 func TestForkServerLimits(t *testing.T) {
 	p, _ := newForkPool(t, 1, []string{"json"})
 	grow := "x = []\nwhile True: x.append(bytearray(8 << 20))"
-	res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: grow, Timeout: 20 * time.Second, MemoryBytes: 64 * policy.MiB})
+	res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: grow, Timeout: 20 * time.Second, MemoryBytes: 64 * policy.MiB})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Verdict != record.VerdictMemoryLimit || !res.Warm || res.PeakMemoryBytes > 80*policy.MiB {
 		t.Fatalf("want memory_limit near 64 MiB from a forked jail:\n%s", describe(res))
 	}
-	res = forkRun(t, p, policy.ProfileFull, "import os\nfor _ in range(200):\n    try:\n        os.fork() or os._exit(0)\n    except OSError:\n        print('EAGAIN'); break")
+	res = forkRun(t, p, record.ProfileFull, "import os\nfor _ in range(200):\n    try:\n        os.fork() or os._exit(0)\n    except OSError:\n        print('EAGAIN'); break")
 	if !strings.Contains(res.Stdout, "EAGAIN") {
 		t.Fatalf("the pids limit did not hold in a forked jail:\n%s", describe(res))
 	}
-	res, err = p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "while True: pass", Timeout: time.Second})
+	res, err = p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: "while True: pass", Timeout: time.Second})
 	if err != nil || res.Verdict != record.VerdictTimeout {
 		t.Fatalf("busy loop: %v\n%s", err, describe(res))
 	}
-	if st := forkStatus(t, p, policy.ProfileFull).ForkServer; st.State != "running" || st.Starts != 1 {
+	if st := forkStatus(t, p, record.ProfileFull).ForkServer; st.State != "running" || st.Starts != 1 {
 		t.Fatalf("the fork server did not survive its children's limits: %+v", st)
 	}
 }
@@ -318,7 +318,7 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 	// Three idle children die with their server: a run may meet more
 	// than one of them before the pool sees the death.
 	p, e := newForkPool(t, 3, []string{"json"})
-	before := forkStatus(t, p, policy.ProfileFull).ForkServer
+	before := forkStatus(t, p, record.ProfileFull).ForkServer
 	killed := 0
 	// Fork servers are the only jail processes running as the user
 	// namespace's root (host uid IDMap.HostID); kill this pool's.
@@ -333,7 +333,7 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 		t.Fatalf("found no process of fork server %s", before.ID)
 	}
 	for range 3 {
-		res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "print(7)", Timeout: 20 * time.Second})
+		res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: "print(7)", Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatalf("run after the fork server died: %v", err)
 		}
@@ -346,11 +346,11 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 	if err := p.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after := forkStatus(t, p, policy.ProfileFull).ForkServer
+	after := forkStatus(t, p, record.ProfileFull).ForkServer
 	if after.Starts < 2 || after.ID == before.ID || after.State != "running" {
 		t.Fatalf("no new fork server: before %+v, after %+v", before, after)
 	}
-	forkRun(t, p, policy.ProfileFull, "print(8)")
+	forkRun(t, p, record.ProfileFull, "print(8)")
 }
 
 // TestForkServerRecycles replaces the fork server every 3 forks: runs go
@@ -359,26 +359,26 @@ func TestForkServerRestartsAndFallsBackCold(t *testing.T) {
 func TestForkServerRecycles(t *testing.T) {
 	e := sharedEnv(t)
 	warm := policy.Warm{Size: 1, Preload: []string{"json"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true, RecycleAfter: 3}
-	p := openPool(t, e, withWarm(e.cfg, warm, policy.ProfileFull))
-	first := forkStatus(t, p, policy.ProfileFull).ForkServer.ID
+	p := openPool(t, e, withWarm(e.cfg, warm, record.ProfileFull))
+	first := forkStatus(t, p, record.ProfileFull).ForkServer.ID
 	seen := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
-		res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "import os; print(os.getpid())", Timeout: 20 * time.Second})
+		res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: "import os; print(os.getpid())", Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "1" {
 			t.Fatalf("run %d:\n%s", i, describe(res))
 		}
-		fs := forkStatus(t, p, policy.ProfileFull).ForkServer
+		fs := forkStatus(t, p, record.ProfileFull).ForkServer
 		seen[fs.ID] = true
 		if fs.Recycles >= 2 && len(seen) >= 3 {
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	fs := forkStatus(t, p, policy.ProfileFull).ForkServer
+	fs := forkStatus(t, p, record.ProfileFull).ForkServer
 	if fs.Recycles < 2 || seen[first] && len(seen) < 3 {
 		t.Fatalf("fork server not recycled: %+v, servers seen %v", fs, seen)
 	}
@@ -388,9 +388,9 @@ func TestForkServerRecycles(t *testing.T) {
 // its mounts, so a workspace profile cannot have one.
 func TestForkServerRejectsWorkspaceProfiles(t *testing.T) {
 	cfg := policy.Default()
-	ws := cfg.Profiles[policy.ProfileWorkspace]
+	ws := cfg.Profiles[record.ProfileWorkspace]
 	ws.Warm.ForkServer = true
-	cfg.Profiles[policy.ProfileWorkspace] = ws
+	cfg.Profiles[record.ProfileWorkspace] = ws
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "fork_server") {
 		t.Fatalf("Validate() = %v, want a fork_server error", err)
 	}

@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // probe runs code in the full profile (no Python layer: only the kernel
 // stands in the way) and expects it to print "OK".
 func probeOK(t *testing.T, e *testEnv, code string) {
 	t.Helper()
-	res := e.run(t, policy.ProfileFull, code)
+	res := e.run(t, record.ProfileFull, code)
 	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "OK" {
 		t.Fatalf("probe failed:\n%s", describe(res))
 	}
@@ -226,9 +225,9 @@ print("OK")
 func TestMemoryLimit(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
-	limit := e.cfg.Profiles[policy.ProfileFull].Limits.MemoryBytes
+	limit := e.cfg.Profiles[record.ProfileFull].Limits.MemoryBytes
 	t.Run("one huge allocation", func(t *testing.T) {
-		res := e.run(t, policy.ProfileFull, "x = bytearray(2 << 30)\nprint('allocated')")
+		res := e.run(t, record.ProfileFull, "x = bytearray(2 << 30)\nprint('allocated')")
 		if got, want := res.Verdict, record.VerdictMemoryLimit; got != want {
 			t.Fatalf("verdict %s, want %s\n%s", got, want, describe(res))
 		}
@@ -237,7 +236,7 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	})
 	t.Run("gradual growth", func(t *testing.T) {
-		res := e.run(t, policy.ProfileFull, "x = []\nwhile True:\n    x.append(bytearray(8 << 20))\n", withTimeout(20*time.Second))
+		res := e.run(t, record.ProfileFull, "x = []\nwhile True:\n    x.append(bytearray(8 << 20))\n", withTimeout(20*time.Second))
 		if got, want := res.Verdict, record.VerdictMemoryLimit; got != want {
 			t.Fatalf("verdict %s, want %s\n%s", got, want, describe(res))
 		}
@@ -254,8 +253,8 @@ func TestMemoryLimit(t *testing.T) {
 func TestPidsLimit(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
-	pids := e.cfg.Profiles[policy.ProfileFull].Limits.Pids
-	res := e.run(t, policy.ProfileFull, `
+	pids := e.cfg.Profiles[record.ProfileFull].Limits.Pids
+	res := e.run(t, record.ProfileFull, `
 import os, time
 n = 0
 try:
@@ -290,7 +289,7 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			deadline := 2 * time.Second
 			start := time.Now()
-			res := e.run(t, policy.ProfileFull, code, withTimeout(deadline))
+			res := e.run(t, record.ProfileFull, code, withTimeout(deadline))
 			elapsed := time.Since(start)
 			if got, want := res.Verdict, record.VerdictTimeout; got != want {
 				t.Fatalf("verdict %s, want %s\n%s", got, want, describe(res))
@@ -311,8 +310,8 @@ func TestTimeoutKillsEverything(t *testing.T) {
 func TestOutputLimit(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
-	limit := e.cfg.Profiles[policy.ProfileFull].Limits.OutputBytes
-	res := e.run(t, policy.ProfileFull, "import sys\nchunk = 'x' * 1023 + '\\n'\nfor _ in range(20 * 1024):\n    sys.stdout.write(chunk)\nprint('END')", withTimeout(30*time.Second))
+	limit := e.cfg.Profiles[record.ProfileFull].Limits.OutputBytes
+	res := e.run(t, record.ProfileFull, "import sys\nchunk = 'x' * 1023 + '\\n'\nfor _ in range(20 * 1024):\n    sys.stdout.write(chunk)\nprint('END')", withTimeout(30*time.Second))
 	if got, want := res.Verdict, record.VerdictOutputLimit; got != want {
 		t.Fatalf("verdict %s, want %s\n%s", got, want, describe(res))
 	}
@@ -330,7 +329,7 @@ func TestOutputLimit(t *testing.T) {
 func TestScientificStack(t *testing.T) {
 	e := sharedEnv(t)
 	leakCheck(t, e)
-	res := e.run(t, policy.ProfileFull, `
+	res := e.run(t, record.ProfileFull, `
 import numpy as np, pandas as pd, scipy.integrate, sympy
 a = np.arange(10**6).sum()
 df = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})

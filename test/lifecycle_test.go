@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // TestManyRunsLeaveNothing runs a mix of outcomes and then checks that no
@@ -43,7 +42,7 @@ func TestManyRunsLeaveNothing(t *testing.T) {
 	}
 	for i := range n {
 		c := cases[i%len(cases)]
-		res := e.run(t, policy.ProfileFull, c.code, withTimeout(c.timeout))
+		res := e.run(t, record.ProfileFull, c.code, withTimeout(c.timeout))
 		if res.Verdict != c.verdict {
 			t.Fatalf("run %d (%q): verdict %s, want %s\n%s", i, firstLine(c.code), res.Verdict, c.verdict, describe(res))
 		}
@@ -67,7 +66,7 @@ func TestConcurrentRuns(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			res, err := e.jail.Run(t.Context(), record.Request{
-				Profile: policy.ProfileFull,
+				Profile: record.ProfileFull,
 				Code:    fmt.Sprintf("import numpy as np\nprint(int(np.arange(%d).sum()))", 1000+i),
 				Timeout: 30 * time.Second,
 			})
@@ -95,7 +94,7 @@ func TestCallerCancellation(t *testing.T) {
 	leakCheck(t, e)
 	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 	defer cancel()
-	_, err := e.jail.Run(ctx, record.Request{Profile: policy.ProfileFull, Code: "import time\ntime.sleep(60)", Timeout: 60 * time.Second})
+	_, err := e.jail.Run(ctx, record.Request{Profile: record.ProfileFull, Code: "import time\ntime.sleep(60)", Timeout: 60 * time.Second})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want one wrapping context.DeadlineExceeded", err)
 	}

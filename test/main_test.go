@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -105,15 +105,15 @@ func sharedEnv(t testing.TB) *testEnv {
 			// Size 0: no idle children, so every run forks on demand and
 			// the only standing jails are the fork servers themselves,
 			// which leftovers() knows to skip.
-			for _, name := range []string{policy.ProfileCalc, policy.ProfileFull} {
+			for _, name := range []record.Profile{record.ProfileCalc, record.ProfileFull} {
 				p := cfg.Profiles[name]
 				p.Workspace = false
 				p.Warm = policy.Warm{Preload: []string{"numpy"}, MemoryBudgetBytes: 1 << 30, ForkServer: true}
 				cfg.Profiles[name] = p
 			}
-			ws := cfg.Profiles[policy.ProfileWorkspace]
+			ws := cfg.Profiles[record.ProfileWorkspace]
 			ws.Warm = policy.Warm{}
-			cfg.Profiles[policy.ProfileWorkspace] = ws
+			cfg.Profiles[record.ProfileWorkspace] = ws
 		}
 		j, err := jail.New(context.Background(), jail.Config{Policy: cfg, Rootfs: layout})
 		if err != nil {
@@ -137,9 +137,9 @@ func sharedEnv(t testing.TB) *testEnv {
 }
 
 // run executes code in profile and fails the test on a sandbox error.
-func (e *testEnv) run(t *testing.T, profile, code string, opts ...func(*record.Request)) *record.Result {
+func (e *testEnv) run(t *testing.T, profile record.Profile, code string, opts ...func(*record.Request)) *record.Result {
 	t.Helper()
-	req := record.Request{Profile: record.Profile(profile), Code: code}
+	req := record.Request{Profile: profile, Code: code}
 	for _, o := range opts {
 		o(&req)
 	}
@@ -153,7 +153,7 @@ func (e *testEnv) run(t *testing.T, profile, code string, opts ...func(*record.R
 	if err != nil {
 		t.Fatalf("Run(%q): %v", firstLine(code), err)
 	}
-	if e.pool != nil && (req.Profile == policy.ProfileCalc || req.Profile == policy.ProfileFull) && !res.Warm {
+	if e.pool != nil && (req.Profile == record.ProfileCalc || req.Profile == record.ProfileFull) && !res.Warm {
 		t.Fatalf("Run(%q) started a container, not a fork: %+v", firstLine(code), e.pool.PoolStatus())
 	}
 	return res
@@ -165,7 +165,7 @@ func (e *testEnv) forkServerIDs() map[string]bool {
 	if e.pool == nil {
 		return ids
 	}
-	for _, st := range e.pool.PoolStatus().(map[string]jail.ProfileStatus) {
+	for _, st := range e.pool.PoolStatus().(map[record.Profile]jail.ProfileStatus) {
 		if st.ForkServer != nil && st.ForkServer.ID != "" {
 			ids[st.ForkServer.ID] = true
 		}

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
-	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // TestThreadExitDoesNotKillJails is the regression test for jails killed
@@ -46,7 +45,7 @@ func TestThreadExitDoesNotKillJails(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Go(func() {
-			res, err := e.jail.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: "import time\ntime.sleep(1.5)\nprint('alive')", Timeout: 30 * time.Second})
+			res, err := e.jail.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: "import time\ntime.sleep(1.5)\nprint('alive')", Timeout: 30 * time.Second})
 			if err != nil {
 				t.Error(err)
 				return

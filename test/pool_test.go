@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // newPool builds a pool with its own state dir and cgroup parent, sized
@@ -21,7 +21,7 @@ import (
 func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool, *testEnv) {
 	t.Helper()
 	e := sharedEnv(t)
-	cfg := withWarm(e.cfg, policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}, policy.ProfileFull)
+	cfg := withWarm(e.cfg, policy.Warm{Size: size, Preload: preload, Refill: 1, MemoryBudgetBytes: budget}, record.ProfileFull)
 	return openPool(t, e, cfg), e
 }
 
@@ -29,8 +29,8 @@ func newPool(t *testing.T, size int, preload []string, budget int64) (*jail.Pool
 // profiles and no pool for the others. With a fork server, the named
 // profiles lose their workspace (fork servers refuse one), so that full
 // runs with the kernel layers alone.
-func withWarm(cfg policy.Config, warm policy.Warm, names ...string) policy.Config {
-	profiles := make(map[string]policy.Profile, len(cfg.Profiles))
+func withWarm(cfg policy.Config, warm policy.Warm, names ...record.Profile) policy.Config {
+	profiles := make(map[record.Profile]policy.Profile, len(cfg.Profiles))
 	for name, p := range cfg.Profiles {
 		p.Warm = policy.Warm{}
 		if slices.Contains(names, name) {
@@ -69,7 +69,7 @@ func openPool(t *testing.T, e *testEnv, cfg policy.Config) *jail.Pool {
 
 func poolRun(t *testing.T, p *jail.Pool, code string) *record.Result {
 	t.Helper()
-	res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Code: code, Timeout: 20 * time.Second})
+	res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: code, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ open("/tmp/m%d", "w").write("x")
 time.sleep(0.5)
 print(sorted(f for f in os.listdir("/tmp") if f.startswith("m")))
 `, i)
-			res, err := p.Run(t.Context(), record.Request{Profile: policy.ProfileFull, Timeout: 20 * time.Second, Code: code})
+			res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Timeout: 20 * time.Second, Code: code})
 			if err != nil {
 				t.Error(err)
 				return
@@ -182,7 +182,7 @@ func TestPoolRefillsAndFallsBackCold(t *testing.T) {
 	if err := p.WaitReady(ctx); err != nil {
 		t.Fatalf("pool did not refill: %v", err)
 	}
-	st := p.PoolStatus().(map[string]jail.ProfileStatus)[policy.ProfileFull]
+	st := p.PoolStatus().(map[record.Profile]jail.ProfileStatus)[record.ProfileFull]
 	if st.Idle != 1 || st.Started < 2 {
 		t.Errorf("after refill: %+v", st)
 	}
@@ -193,7 +193,7 @@ func TestPoolRefillsAndFallsBackCold(t *testing.T) {
 func TestPoolRespectsMemoryBudget(t *testing.T) {
 	budget := 40 * policy.MiB
 	p, _ := newPool(t, 4, []string{"numpy"}, budget)
-	st := p.PoolStatus().(map[string]jail.ProfileStatus)[policy.ProfileFull]
+	st := p.PoolStatus().(map[record.Profile]jail.ProfileStatus)[record.ProfileFull]
 	if st.IdleBytes > budget {
 		t.Errorf("idle jails hold %d bytes, budget %d", st.IdleBytes, budget)
 	}

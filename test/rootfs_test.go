@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -123,14 +123,15 @@ func TestRootfsRunsCalculatorExamples(t *testing.T) {
 	}
 	t.Cleanup(j.Wait)
 	for name, tc := range map[string]struct {
-		profile, code, want string
+		profile    record.Profile
+		code, want string
 	}{
-		"quad": {policy.ProfileCalc, `result, error = scipy.integrate.quad(lambda x: np.exp(np.sin(2*x)), 0, np.pi/2)
+		"quad": {record.ProfileCalc, `result, error = scipy.integrate.quad(lambda x: np.exp(np.sin(2*x)), 0, np.pi/2)
 print(f"result={result}")`, "result=3.104379017855555"},
-		"pandas":  {policy.ProfileCalc, `print(pd.DataFrame({"k": ["a","b","a"], "v": [1,2,3]}).groupby("k")["v"].sum().to_dict())`, "{'a': 4, 'b': 2}"},
-		"sympy":   {policy.ProfileCalc, `x = sympy.symbols("x"); print(sympy.integrate(x**2, (x, 0, 3)))`, "9"},
-		"matplot": {policy.ProfileWorkspace, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('drawn')", "drawn"},
-		"read-only": {policy.ProfileFull, `
+		"pandas":  {record.ProfileCalc, `print(pd.DataFrame({"k": ["a","b","a"], "v": [1,2,3]}).groupby("k")["v"].sum().to_dict())`, "{'a': 4, 'b': 2}"},
+		"sympy":   {record.ProfileCalc, `x = sympy.symbols("x"); print(sympy.integrate(x**2, (x, 0, 3)))`, "9"},
+		"matplot": {record.ProfileWorkspace, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('drawn')", "drawn"},
+		"read-only": {record.ProfileFull, `
 import errno
 try:
     open("/usr/lib/python3/dist-packages/numpy/__init__.py", "a")

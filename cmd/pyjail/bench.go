@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // The bench compares pyjail with what a caller could run instead: the host's
@@ -83,7 +83,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		runs        = fs.Int("runs", 50, "timed executions per latency case (after one warm-up round)")
 		concurrency = fs.Int("concurrency", 4, "concurrent callers in the throughput phase")
 		duration    = fs.Duration("duration", 10*time.Second, "length of each throughput phase")
-		profile     = fs.String("profile", policy.ProfileCalc, "profile the jails run")
+		profile     = fs.String("profile", string(record.ProfileCalc), "profile the jails run")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
 	)
 	common.register(fs)
@@ -103,7 +103,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	rep, err := runBench(ctx, base, &common, benchOptions{
-		runs: *runs, concurrency: *concurrency, duration: *duration, profile: *profile,
+		runs: *runs, concurrency: *concurrency, duration: *duration, profile: record.Profile(*profile),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyjail bench: %v\n", err)
@@ -124,7 +124,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 type benchOptions struct {
 	runs, concurrency int
 	duration          time.Duration
-	profile           string
+	profile           record.Profile
 }
 
 // runBench sets up two jails on the bench's own state dir and cgroup
@@ -156,7 +156,7 @@ func runBench(ctx context.Context, base *slog.Logger, common *commonFlags, opt b
 	// Only the benched profile keeps warm jails: others would boot in the
 	// background and steal CPU from every measurement.
 	poolCfg := cfg
-	poolCfg.Profiles = make(map[string]policy.Profile, len(cfg.Profiles))
+	poolCfg.Profiles = make(map[record.Profile]policy.Profile, len(cfg.Profiles))
 	for name, p := range cfg.Profiles {
 		if name != opt.profile {
 			p.Warm.Size = 0
@@ -190,7 +190,7 @@ func runBench(ctx context.Context, base *slog.Logger, common *commonFlags, opt b
 	}
 
 	rep := &benchReport{
-		Version: version, Profile: opt.profile, Rootfs: fmt.Sprintf("%s %s", layout.Kind, layout.Root),
+		Version: version, Profile: string(opt.profile), Rootfs: fmt.Sprintf("%s %s", layout.Kind, layout.Root),
 		StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, CPUs: runtime.NumCPU(),
 		Runs: opt.runs, WarmupRounds: 1, MaxConcurrent: cfg.MaxConcurrent, LoadStart: loadAverage(),
 		Notes: []string{fmt.Sprintf("bare cases run the host's %s; jails run %s of the %s rootfs", benchPython, layout.Python, layout.Kind)},
@@ -244,7 +244,7 @@ func waitReady(ctx context.Context, pool *jail.Pool) error {
 
 // benchCases lists the latency cases, group by group; the first case of a
 // group is its baseline.
-func benchCases(profile string, cold *jail.Jail, pool, demand *jail.Pool, coldLog, warmLog *timingLog, notes *[]string) []*benchCase {
+func benchCases(profile record.Profile, cold *jail.Jail, pool, demand *jail.Pool, coldLog, warmLog *timingLog, notes *[]string) []*benchCase {
 	req := func(c benchCode) record.Request {
 		return record.Request{Profile: record.Profile(profile), Code: c.Code}
 	}
@@ -325,7 +325,7 @@ func latencyPhase(ctx context.Context, log *slog.Logger, pool *jail.Pool, cases 
 // print(1+1) in a jail booted without preloads (the cold path) and every
 // code in a jail booted with the pool's preloads (the warm path, though
 // here the boot is timed too). Rounds alternate the rows like latencyPhase.
-func stepsPhase(ctx context.Context, j *jail.Jail, pool *jail.Pool, profile string, preload []string, runs int) ([]stepStats, error) {
+func stepsPhase(ctx context.Context, j *jail.Jail, pool *jail.Pool, profile record.Profile, preload []string, runs int) ([]stepStats, error) {
 	type row struct {
 		stats   stepStats
 		code    string
@@ -760,9 +760,9 @@ func summarizePhases(cases []*benchCase) []phaseStats {
 
 // poolSummary reads the pool's state and the boot times of the jails it
 // started while the latency phase waited for it, one boot at a time.
-func poolSummary(pool *jail.Pool, profile string, warm policy.Warm, boots []jailTiming) poolStats {
+func poolSummary(pool *jail.Pool, profile record.Profile, warm policy.Warm, boots []jailTiming) poolStats {
 	st := poolStats{Size: warm.Size, Preload: warm.Preload}
-	if all, ok := pool.PoolStatus().(map[string]jail.ProfileStatus); ok {
+	if all, ok := pool.PoolStatus().(map[record.Profile]jail.ProfileStatus); ok {
 		ps := all[profile]
 		st.Idle, st.IdleBytes, st.Hits, st.Misses, st.Failed = ps.Idle, ps.IdleBytes, ps.Hits, ps.Misses, ps.Failed
 		st.ForkServer = ps.ForkServer

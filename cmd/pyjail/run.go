@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Exit statuses of `pyjail run`.
@@ -26,7 +26,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.SetOutput(stderr)
 	var (
 		common    commonFlags
-		profile   = fs.String("profile", policy.ProfileFull, "profile: calc, workspace or full")
+		profile   = fs.String("profile", string(record.ProfileFull), "profile: calc, workspace or full")
 		workspace = fs.String("workspace", "", "host directory mounted read-write at "+record.WorkspaceMount)
 		timeout   = fs.Float64("timeout", 0, "wall-clock limit in seconds (default: the profile's)")
 		memory    = fs.Int64("memory", 0, "memory limit in MiB (may only lower the profile's)")
@@ -56,7 +56,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "pyjail run: %v\n", err)
 		return exitInternal
 	}
-	prof, err := cfg.Profile(*profile)
+	prof, err := cfg.Profile(record.Profile(*profile))
 	if err != nil {
 		fmt.Fprintf(stderr, "pyjail run: %v\n", err)
 		return exitUsage

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // The escape corpus and the snippets live in test/testdata so that the

@@ -3,7 +3,7 @@ package pyrunner
 import (
 	_ "embed"
 
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Source is the runner's Python source, placed read-only in every jail at

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Runner is a fake mcpserver.Runner. Set its fields before the first Run;

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pyjail/pyjail/jail/record"
 	"github.com/pyjail/pyjail/mcpserver"
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/record"
 )
 
 var _ mcpserver.Runner = (*fake.Runner)(nil)

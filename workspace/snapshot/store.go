@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/changes"
+	"github.com/pyjail/pyjail/workspace/changes"
 )
 
 // Defaults applied by Open to zero limits.

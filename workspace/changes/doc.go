@@ -12,6 +12,6 @@
 // workspace.
 //
 // Walk is exported so that other packages that list a workspace
-// (mcpserver/wsfs, mcpserver/snapshot) share one confined,
+// (workspace/wsfs, workspace/snapshot) share one confined,
 // symlink-refusing traversal.
 package changes

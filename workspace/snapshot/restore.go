@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/pyjail/pyjail/jail/changes"
+	"github.com/pyjail/pyjail/workspace/changes"
 )
 
 // Names used by Restore.

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/changes"
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/changes"
 )
 
 // Defaults applied by Open to zero limits.

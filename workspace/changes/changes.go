@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 // DefaultMaxFiles is the entry limit Scan applies when Limits.MaxFiles is

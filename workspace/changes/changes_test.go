@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyjail/pyjail/jail/record"
+	"github.com/pyjail/pyjail/record"
 )
 
 func sum(s string) string {
