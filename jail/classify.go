@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
 
@@ -36,8 +37,8 @@ func classify(res *record.Result, in classifyInput) {
 		res.Rejections = r.Rejections
 		res.Images = r.Images
 	}
-	peak := record.FormatBytes(res.PeakMemoryBytes)
-	limit := record.FormatBytes(in.memoryLimit)
+	peak := policy.FormatBytes(res.PeakMemoryBytes)
+	limit := policy.FormatBytes(in.memoryLimit)
 	switch {
 	case in.oomKills > 0:
 		res.Verdict = record.VerdictMemoryLimit
@@ -61,7 +62,7 @@ func classify(res *record.Result, in classifyInput) {
 			streams = append(streams, "stderr")
 		}
 		res.Message = fmt.Sprintf("output limit of %s per stream exceeded on %s; output was truncated",
-			record.FormatBytes(in.outputLimit), strings.Join(streams, " and "))
+			policy.FormatBytes(in.outputLimit), strings.Join(streams, " and "))
 		if in.flooded {
 			res.Message += fmt.Sprintf(" and the run was stopped after %dx the limit", floodFactor)
 		}

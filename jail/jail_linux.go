@@ -220,7 +220,7 @@ func (j *Jail) run(ctx context.Context, req record.Request, take func(context.Co
 		return nil, err
 	}
 	if int64(len(req.Code)) > prof.Limits.CodeBytes {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %s", ErrCodeTooLarge, len(req.Code), record.FormatBytes(prof.Limits.CodeBytes))
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %s", ErrCodeTooLarge, len(req.Code), policy.FormatBytes(prof.Limits.CodeBytes))
 	}
 	select {
 	case j.slots <- struct{}{}:

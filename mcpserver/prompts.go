@@ -118,7 +118,7 @@ func (s *Server) secureScriptPrompt(ctx context.Context, req mcp.GetPromptReques
 		fmt.Fprintf(&b, "Rules of %s (%s profile):\n%s\n", p.tool, p.prof.Name, renderRules(p.prof))
 		l := p.prof.Limits
 		fmt.Fprintf(&b, "- Limits: %s wall-clock by default (at most %s), %s of memory, %d processes/threads, %g CPU, %s of output per stream, %s of code, %s in /tmp. Going over a limit ends the run with a named verdict (timeout, memory_limit, output_limit, ...).\n\n",
-			l.Timeout.D(), l.MaxTimeout.D(), record.FormatBytes(l.MemoryBytes), l.Pids, l.CPUs, record.FormatBytes(l.OutputBytes), record.FormatBytes(l.CodeBytes), record.FormatBytes(l.TmpBytes))
+			l.Timeout.D(), l.MaxTimeout.D(), policy.FormatBytes(l.MemoryBytes), l.Pids, l.CPUs, policy.FormatBytes(l.OutputBytes), policy.FormatBytes(l.CodeBytes), policy.FormatBytes(l.TmpBytes))
 	}
 	b.WriteString("Write code that stays within these rules rather than code that tries to get around them: a rejected or killed run only wastes a call. Print the results you need, or end with an expression whose value should be returned. Reply with the code in one ```python block and a one-line note on which tool to run it with.")
 	return mcp.NewGetPromptResult("A sandbox-safe script for: "+truncate(args["task"], 80),

@@ -94,13 +94,13 @@ func (s *Server) profiles() map[record.Profile]profileStatus {
 func limitSummary(l policy.Limits) map[string]string {
 	return map[string]string{
 		"timeout":     fmt.Sprintf("%s by default, at most %s", l.Timeout.D(), l.MaxTimeout.D()),
-		"memory":      record.FormatBytes(l.MemoryBytes),
+		"memory":      policy.FormatBytes(l.MemoryBytes),
 		"processes":   fmt.Sprint(l.Pids),
 		"cpus":        fmt.Sprint(l.CPUs),
-		"tmp":         record.FormatBytes(l.TmpBytes),
-		"file_size":   record.FormatBytes(l.FileSizeBytes),
-		"output":      record.FormatBytes(l.OutputBytes) + " per stream",
-		"code":        record.FormatBytes(l.CodeBytes),
+		"tmp":         policy.FormatBytes(l.TmpBytes),
+		"file_size":   policy.FormatBytes(l.FileSizeBytes),
+		"output":      policy.FormatBytes(l.OutputBytes) + " per stream",
+		"code":        policy.FormatBytes(l.CodeBytes),
 		"network":     "none",
 		"open_files":  fmt.Sprint(l.OpenFiles),
 		"time_limits": "wall-clock timeout kills the whole jail",

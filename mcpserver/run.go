@@ -120,7 +120,7 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 func checkCode(code string, prof policy.Profile) string {
 	if lim := prof.Limits.CodeBytes; lim > 0 && int64(len(code)) > lim {
 		return fmt.Sprintf("code is %d bytes (%s); the %s profile's limit (code_bytes) is %d bytes (%s)",
-			len(code), record.FormatBytes(int64(len(code))), prof.Name, lim, record.FormatBytes(lim))
+			len(code), policy.FormatBytes(int64(len(code))), prof.Name, lim, policy.FormatBytes(lim))
 	}
 	if strings.TrimSpace(code) == "" {
 		return "code is empty"
@@ -268,7 +268,7 @@ func runText(res *record.Result, note string) string {
 			files []record.FileInfo
 		}{{"created", f.Created}, {"modified", f.Modified}, {"deleted", f.Deleted}} {
 			for _, fi := range g.files {
-				fmt.Fprintf(&b, "\n  %s %s (%s)", g.verb, fi.Path, record.FormatBytes(fi.Size))
+				fmt.Fprintf(&b, "\n  %s %s (%s)", g.verb, fi.Path, policy.FormatBytes(fi.Size))
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/validate"
-	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/policy"
 )
 
 // csvChunk is how much of a workspace file validate_csv reads at a time:
@@ -153,7 +153,7 @@ func (s *Server) readWhole(path string, limit int64) ([]byte, error) {
 	}
 	if int64(len(data)) > limit || size > limit {
 		return nil, fmt.Errorf("%w: workspace file %q is %s; the limit is %s",
-			errArgs, path, record.FormatBytes(size), record.FormatBytes(limit))
+			errArgs, path, policy.FormatBytes(size), policy.FormatBytes(limit))
 	}
 	return data, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/workspace/snapshot"
 	"github.com/pyjail/pyjail/workspace/wsfs"
 )
@@ -78,7 +78,7 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err != nil {
 		return toolError(toolWriteFile, wsError(a.Path, err))
 	}
-	return structured(fmt.Sprintf("wrote %s (%s, sha256 %s)", fi.Path, record.FormatBytes(fi.Size), fi.SHA256), fi), nil
+	return structured(fmt.Sprintf("wrote %s (%s, sha256 %s)", fi.Path, policy.FormatBytes(fi.Size), fi.SHA256), fi), nil
 }
 
 // readFileArgs are read_workspace_file's arguments.
@@ -185,7 +185,7 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	for _, e := range entries {
 		out.Entries = append(out.Entries, fileEntry{Path: e.Path, Type: e.Type, Size: e.Size, ModTime: e.ModTime.UTC()})
-		fmt.Fprintf(&b, "\n%-4s %10s  %s  %s", e.Type, record.FormatBytes(e.Size), e.ModTime.UTC().Format(time.RFC3339), e.Path)
+		fmt.Fprintf(&b, "\n%-4s %10s  %s  %s", e.Type, policy.FormatBytes(e.Size), e.ModTime.UTC().Format(time.RFC3339), e.Path)
 	}
 	return structured(b.String(), out), nil
 }
@@ -214,7 +214,7 @@ func toSnapMeta(m snapshot.Meta) snapMeta {
 
 // String is the one-line form used in the tools' text.
 func (m snapMeta) String() string {
-	s := fmt.Sprintf("%s  %s  %d files, %s", m.ID, m.CreatedAt, m.Files, record.FormatBytes(m.Bytes))
+	s := fmt.Sprintf("%s  %s  %d files, %s", m.ID, m.CreatedAt, m.Files, policy.FormatBytes(m.Bytes))
 	if m.Description != "" {
 		s += fmt.Sprintf("  %q", m.Description)
 	}

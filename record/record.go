@@ -1,9 +1,6 @@
 package record
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Verdict names the outcome of an execution. The set is closed: clients
 // switch on these strings, so adding one is a protocol change.
@@ -155,23 +152,3 @@ type Image struct {
 
 // OK reports whether the verdict is ok.
 func (r *Result) OK() bool { return r.Verdict == VerdictOK }
-
-// FormatBytes renders n in the units that limits are configured in, e.g.
-// "256 MiB", for messages meant for people and models.
-func FormatBytes(n int64) string {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-	)
-	switch {
-	case n >= gib && n%gib == 0:
-		return fmt.Sprintf("%d GiB", n/gib)
-	case n >= mib:
-		return fmt.Sprintf("%d MiB", (n+mib/2)/mib)
-	case n >= kib:
-		return fmt.Sprintf("%d KiB", (n+kib/2)/kib)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}

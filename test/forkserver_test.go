@@ -280,8 +280,8 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, c.maxCPU)
 		}
 		if res.PeakMemoryBytes < c.minPeak || res.PeakMemoryBytes > c.maxPeak {
-			t.Errorf("%s: peak %s, want %s..%s", c.name, record.FormatBytes(res.PeakMemoryBytes),
-				record.FormatBytes(c.minPeak), record.FormatBytes(c.maxPeak))
+			t.Errorf("%s: peak %s, want %s..%s", c.name, policy.FormatBytes(res.PeakMemoryBytes),
+				policy.FormatBytes(c.minPeak), policy.FormatBytes(c.maxPeak))
 		}
 	}
 }

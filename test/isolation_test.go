@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
 
@@ -231,8 +232,8 @@ func TestMemoryLimit(t *testing.T) {
 		if got, want := res.Verdict, record.VerdictMemoryLimit; got != want {
 			t.Fatalf("verdict %s, want %s\n%s", got, want, describe(res))
 		}
-		if !strings.Contains(res.Message, record.FormatBytes(limit)) {
-			t.Errorf("message %q does not name the limit %s", res.Message, record.FormatBytes(limit))
+		if !strings.Contains(res.Message, policy.FormatBytes(limit)) {
+			t.Errorf("message %q does not name the limit %s", res.Message, policy.FormatBytes(limit))
 		}
 	})
 	t.Run("gradual growth", func(t *testing.T) {
@@ -244,7 +245,7 @@ func TestMemoryLimit(t *testing.T) {
 		if res.PeakMemoryBytes < limit*9/10 || res.PeakMemoryBytes > limit*11/10 {
 			t.Errorf("peak %d bytes, want about the limit %d", res.PeakMemoryBytes, limit)
 		}
-		if !strings.HasPrefix(res.Message, "memory limit of "+record.FormatBytes(limit)+" exceeded (peak ") {
+		if !strings.HasPrefix(res.Message, "memory limit of "+policy.FormatBytes(limit)+" exceeded (peak ") {
 			t.Errorf("message %q", res.Message)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/changes"
 )
@@ -115,7 +116,7 @@ func (f *FS) WriteFile(rel string, data []byte) (record.FileInfo, error) {
 	}
 	if n := int64(len(data)); n > f.lim.MaxFileBytes {
 		return record.FileInfo{}, fmt.Errorf("writing %q: %s exceeds the limit of %s: %w",
-			c, record.FormatBytes(n), record.FormatBytes(f.lim.MaxFileBytes), ErrTooLarge)
+			c, policy.FormatBytes(n), policy.FormatBytes(f.lim.MaxFileBytes), ErrTooLarge)
 	}
 	root, err := os.OpenRoot(f.dir)
 	if err != nil {
