@@ -118,17 +118,20 @@ type PythonRules struct {
 // Python-layer rule IDs. They are part of the result record (Rejection.Rule)
 // and of exception messages, so they never change meaning.
 const (
-	RuleExecEval          = "PJ001"
-	RuleDunderAttribute   = "PJ002"
-	RuleBlockedImport     = "PJ003"
-	RuleDunderName        = "PJ004"
-	RuleFrameAttribute    = "PJ005"
-	RuleUnavailable       = "PJ006"
-	RuleModuleAttribute   = "PJ007"
-	RuleBlockedAttribute  = "PJ008"
-	RuleFileOutside       = "PJ009"
-	RuleRuntimeCompile    = "PJ010"
-	RuleBlockedOperation  = "PJ011"
+	RuleExecEval         = "PJ001"
+	RuleDunderAttribute  = "PJ002"
+	RuleBlockedImport    = "PJ003"
+	RuleDunderName       = "PJ004"
+	RuleFrameAttribute   = "PJ005"
+	RuleUnavailable      = "PJ006"
+	RuleModuleAttribute  = "PJ007"
+	RuleBlockedAttribute = "PJ008"
+	RuleFileOutside      = "PJ009"
+	RuleRuntimeCompile   = "PJ010"
+	RuleBlockedOperation = "PJ011"
+	// RuleNULByte is checked by the supervisor for every profile before
+	// any jail starts: no Python compiles source that holds a NUL byte.
+	RuleNULByte           = "PJ012"
 	pythonRuleIDPrefix    = "PJ"
 	pythonRuleIDWidth     = 5
 	pythonLayerNoneReason = "layer none runs full Python"
@@ -252,6 +255,11 @@ func pythonRules() []PythonRule {
 			RuleBlockedOperation, "blocked operation",
 			"operation '{event}' is not allowed in this profile: the sandbox offers no processes, network or interpreter internals",
 			"audit events refused while user code runs; fields: event",
+		},
+		{
+			RuleNULByte, "NUL byte in the source",
+			"the code contains a NUL byte at line {line} col {col}; Python source cannot hold one",
+			"Python refuses such source before any rule runs; the supervisor names the place instead of a runner failure; fields: line, col",
 		},
 	}
 }
@@ -766,4 +774,17 @@ func RenderPython() []byte {
 		b.WriteString("\n")
 	}
 	return []byte(b.String())
+}
+
+// FindNUL returns the line and column (both from 1, the column in bytes,
+// as the runner counts them) of the first NUL byte in code, if any.
+func FindNUL(code string) (line, col int, ok bool) {
+	i := strings.IndexByte(code, 0)
+	if i < 0 {
+		return 0, 0, false
+	}
+	before := code[:i]
+	line = strings.Count(before, "\n") + 1
+	col = i - (strings.LastIndexByte(before, '\n') + 1) + 1
+	return line, col, true
 }

@@ -100,3 +100,24 @@ func TestPythonPolicyNeverAllows(t *testing.T) {
 		}
 	}
 }
+
+func TestFindNUL(t *testing.T) {
+	for name, tc := range map[string]struct {
+		code      string
+		line, col int
+		ok        bool
+	}{
+		"none":          {"print(1)\n", 0, 0, false},
+		"first byte":    {"\x00print(1)", 1, 1, true},
+		"mid line":      {"print('a\x00')", 1, 9, true},
+		"third line":    {"a = 1\nb = 2\nc = '\x00'", 3, 6, true},
+		"first of many": {"x\n\x00\x00", 2, 1, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			line, col, ok := FindNUL(tc.code)
+			if line != tc.line || col != tc.col || ok != tc.ok {
+				t.Errorf("FindNUL(%q) = %d, %d, %v; want %d, %d, %v", tc.code, line, col, ok, tc.line, tc.col, tc.ok)
+			}
+		})
+	}
+}
