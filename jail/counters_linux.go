@@ -8,7 +8,6 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fscommon"
-	"github.com/opencontainers/cgroups/manager"
 )
 
 // counters are the cgroup's view of a run: the facts verdicts rest on.
@@ -17,18 +16,6 @@ type counters struct {
 	peakBytes   uint64
 	cpuNS       uint64
 	memoryLimit int64
-}
-
-// manager returns a cgroup manager for the container's cgroup. libcontainer
-// keeps its own private, so one is built from the same config (v1 or v2 is
-// detected by the manager package itself), once per jail: every run reads
-// the counters two or three times on its hot path.
-func (inst *instance) manager() (cgroups.Manager, error) {
-	inst.mgrOnce.Do(func() {
-		cfg := inst.c.Config()
-		inst.mgr, inst.mgrErr = manager.New(cfg.Cgroups)
-	})
-	return inst.mgr, inst.mgrErr
 }
 
 // The counters a run reads, one file each: a run reads them two or three
@@ -60,7 +47,7 @@ func readPeakBytes(v2 bool, dir string) (uint64, error) {
 
 // cpuUsage is the CPU time charged to the jail's cgroup, or 0.
 func (inst *instance) cpuUsage() uint64 {
-	m, err := inst.manager()
+	m, err := inst.body.cgroup()
 	if err != nil {
 		return 0
 	}
@@ -86,7 +73,7 @@ func memoryDir(m cgroups.Manager) string {
 // read as zero: a counter we cannot read must not invent a verdict.
 func (inst *instance) readCounters() counters {
 	c := counters{memoryLimit: inst.memoryLimit}
-	m, err := inst.manager()
+	m, err := inst.body.cgroup()
 	if err != nil {
 		inst.j.log.Warn("opening cgroup", logKeyID, inst.id, "err", err)
 		return c
@@ -105,7 +92,7 @@ func (inst *instance) readCounters() counters {
 
 // memoryUsage is the memory currently charged to the jail's cgroup.
 func (inst *instance) memoryUsage() int64 {
-	m, err := inst.manager()
+	m, err := inst.body.cgroup()
 	if err != nil {
 		return 0
 	}
@@ -133,7 +120,7 @@ func readMemoryBytes(v2 bool, dir string) (uint64, error) {
 // there a warm run's peak includes what the jail preloaded.
 func (inst *instance) resetCounters() {
 	inst.cpuAtReady = inst.cpuUsage()
-	m, err := inst.manager()
+	m, err := inst.body.cgroup()
 	if err != nil {
 		return
 	}

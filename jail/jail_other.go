@@ -13,9 +13,10 @@ import (
 
 // Config configures a Jail.
 type Config struct {
-	Policy policy.Config
-	Rootfs *rootfs.Layout
-	Logger *slog.Logger
+	Policy   policy.Config
+	Rootfs   *rootfs.Layout
+	Logger   *slog.Logger
+	OnTiming func(Timing)
 }
 
 // Jail cannot run on this platform; New always fails.
@@ -47,11 +48,6 @@ func (*Jail) Wait() {}
 
 // Environment returns ErrUnsupported.
 func (*Jail) Environment(context.Context) (*Environment, error) { return nil, ErrUnsupported }
-
-// TimeSteps returns ErrUnsupported.
-func (*Jail) TimeSteps(context.Context, record.Request, []string) (Steps, error) {
-	return Steps{}, ErrUnsupported
-}
 
 // Pool cannot run on this platform; its Run always fails.
 type Pool struct{}

@@ -14,11 +14,14 @@ import (
 )
 
 // Pool keeps pre-started, single-use jails per profile so that a run skips
-// container setup, interpreter start and preloading. Each warm jail serves
-// exactly one execution and is destroyed, like a cold one: nothing of one
-// call (variables, module patches, files in /tmp, threads, processes) can
-// reach the next. When a profile has no idle jail a request starts a cold
-// one instead of waiting.
+// container setup, interpreter start and preloading. Each profile's pool
+// is a source of jails: a containerPool (pre-started containers) or, for
+// profiles with warm.fork_server, a forkPool (children of a fork server,
+// idle ones and ones forked on demand). Each warm jail serves exactly one
+// execution and is destroyed, like a cold one: nothing of one call
+// (variables, module patches, files in /tmp, threads, processes) can reach
+// the next. When a profile's pool has no jail to give, a run starts a cold
+// container instead of waiting.
 //
 // A Pool is safe for concurrent use. Close stops refilling and destroys
 // the idle jails; Run keeps working after Close, cold.
@@ -26,156 +29,155 @@ type Pool struct {
 	j         *Jail
 	workspace string
 
+	// mu guards every pool's idle list and counters, and closed.
 	mu     sync.Mutex
-	sets   map[record.Profile]*warmSet
+	pools  map[record.Profile]pooled
 	closed bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// warmSet is one profile's idle jails and counters; guarded by Pool.mu.
-type warmSet struct {
-	prof      policy.Profile
-	idle      []*instance
-	idleBytes int64
-	starting  int
-	kick      chan struct{}
-	// lastSize is the memory the most recently booted jail held when idle,
-	// the estimate for the next one.
-	lastSize int64
-
-	hits, misses, started, failed, discarded int64
-	budgetLimited                            bool
-	lastError                                string
-
-	// Fork server profiles only: the running server (nil while it is
-	// down or starting), the memory it holds, how often it was started,
-	// jails forked on demand for requests that found no idle one, and
-	// why the server last failed.
-	zyg          *zygote
-	serverBytes  int64
-	serverStarts int64
-	recycles     int64
-	onDemand     int64
-	serverError  string
+// pooled is a profile's pool: a source with an idle set.
+type pooled interface {
+	source
+	set() *idleSet
+	status() ProfileStatus // called under Pool.mu
 }
 
 // NewPool starts refilling a pool for every profile whose Warm.Size is
-// above zero. workspace is the host directory warm jails of workspace
-// profiles mount; requests for another workspace start cold.
+// above zero or that has a fork server. workspace is the host directory
+// that pre-started containers of workspace profiles mount; requests for
+// another workspace start cold.
 func NewPool(j *Jail, workspace string) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{j: j, workspace: workspace, sets: map[record.Profile]*warmSet{}, cancel: cancel}
+	p := &Pool{j: j, workspace: workspace, pools: map[record.Profile]pooled{}, cancel: cancel}
 	for _, name := range j.cfg.Policy.ProfileNames() {
 		prof := j.cfg.Policy.Profiles[name]
 		if prof.Warm.Size <= 0 && !prof.Warm.ForkServer {
 			continue
 		}
-		set := &warmSet{prof: prof, kick: make(chan struct{}, 1)}
-		p.sets[name] = set
+		set := &idleSet{p: p, prof: prof, kick: make(chan struct{}, 1)}
+		var pl pooled
 		if prof.Warm.ForkServer {
+			fp := &forkPool{idleSet: set}
+			set.maker = fp
+			pl = fp
 			p.wg.Add(1)
-			go p.keepForkServer(ctx, set)
+			go fp.keepServer(ctx)
+		} else {
+			cp := &containerPool{idleSet: set}
+			set.maker = cp
+			pl = cp
 		}
+		p.pools[name] = pl
 		for range max(1, prof.Warm.Refill) {
 			p.wg.Add(1)
-			go p.refill(ctx, set)
+			go set.refill(ctx)
 		}
 		set.kick <- struct{}{}
 	}
 	return p
 }
 
+// Run executes req on a jail of its profile's pool if it has one to give,
+// else on a cold one.
+func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, error) {
+	p.mu.Lock()
+	pl := p.pools[req.Profile]
+	p.mu.Unlock()
+	if pl == nil {
+		return p.j.run(ctx, req, coldSource{p.j})
+	}
+	return p.j.run(ctx, req, pl, coldSource{p.j})
+}
+
+// idleSet is one profile's idle jails and counters, shared by both kinds
+// of pool; guarded by Pool.mu.
+type idleSet struct {
+	p     *Pool
+	prof  policy.Profile
+	maker maker
+
+	idle      []*instance
+	idleBytes int64
+	starting  int
+	kick      chan struct{}
+	// lastSize is the memory the most recently made jail held when idle,
+	// the estimate for the next one.
+	lastSize int64
+	// serverBytes is the memory of the pool's fork server, which counts
+	// against the budget too.
+	serverBytes int64
+
+	hits, misses, started, failed, discarded int64
+	budgetLimited                            bool
+	lastError                                string
+}
+
+// maker makes a pool's idle jails.
+type maker interface {
+	// makerLocked returns a function that makes one idle jail, or nil
+	// while the pool cannot make any (its fork server is down). It is
+	// called under Pool.mu; the function it returns is called without.
+	makerLocked() func(ctx context.Context) (*instance, error)
+	// acceptLocked reports whether a jail just made may join the pool; a
+	// fork pool refuses one whose server has been replaced meanwhile.
+	acceptLocked(inst *instance) bool
+}
+
+func (s *idleSet) set() *idleSet { return s }
+
 // refillDelay bounds how long a run holds back the refill of the pool it
 // took a jail from.
 const refillDelay = 250 * time.Millisecond
 
-// Run executes req on a warm jail if one fits, else on a cold one.
-func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, error) {
-	// A refill (a fork, namespaces, mounts, a warm-up: tens of ms of CPU)
-	// started while the run goes on shares the cores with it. It starts
-	// once the run has its answer, or after refillDelay for a long run,
-	// while the rest of the pool serves other calls; take refills an
-	// empty pool at once. Every attempt of one run is of one profile, so
-	// one refill is owed at most.
-	var (
-		owed  *warmSet
-		timer *time.Timer
-	)
-	defer func() {
-		if owed != nil {
-			timer.Stop()
-			p.kick(owed)
-		}
-	}()
-	return p.j.run(ctx, req, func(ctx context.Context, prof policy.Profile, req record.Request) *instance {
-		inst, deferred := p.take(ctx, prof, req)
-		if deferred != nil && owed == nil {
-			owed = deferred
-			timer = time.AfterFunc(refillDelay, func() { p.kick(deferred) })
-		}
-		return inst
-	})
-}
-
-// take pops the oldest idle jail that fits req. When there is none and the
-// profile's fork server runs, it forks one for req on the spot, which
-// costs milliseconds; otherwise it returns nil and the run starts cold.
-// It kicks the refill of a pool it leaves empty, and returns the pool of
-// one it leaves jails in as deferred: its refill is the caller's to kick.
-func (p *Pool) take(ctx context.Context, prof policy.Profile, req record.Request) (_ *instance, deferred *warmSet) {
+// takeIdle pops the oldest idle jail that fits req, or returns nil. It
+// kicks the refill of a pool it leaves empty at once; the refill of one
+// it leaves jails in waits until the run has its answer (finish) or
+// refillDelay has passed: a refill (a fork or a container start, a
+// warm-up: tens of ms of CPU) started while the run goes on would share
+// the cores with it, while the rest of the pool serves other calls.
+func (s *idleSet) takeIdle(req record.Request) *instance {
+	p := s.p
 	p.mu.Lock()
-	set := p.sets[prof.Name]
-	if set == nil {
-		p.mu.Unlock()
-		return nil, nil
-	}
-	inst, stale := p.takeIdleLocked(set, prof, req)
-	z := set.zyg
-	if inst == nil && z == nil {
-		set.misses++
-	}
-	if len(set.idle) == 0 {
-		p.kick(set)
-	} else {
-		deferred = set
+	inst, stale := s.popLocked(req)
+	if len(s.idle) == 0 {
+		p.kick(s)
+	} else if inst != nil {
+		inst.idle.owedRefill = s
+		inst.idle.refillTimer = time.AfterFunc(refillDelay, func() { p.kick(s) })
 	}
 	p.mu.Unlock()
 	// Destroy outside the lock: it waits for processes to die.
-	for _, s := range stale {
-		s.destroy()
+	for _, st := range stale {
+		st.destroy()
 	}
-	if inst != nil || z == nil {
-		return inst, deferred
-	}
-	inst, err := z.spawn(ctx, lowerMemory(prof, req), false)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil {
-		set.failed++
-		set.misses++
-		set.lastError = err.Error()
-		if ctx.Err() == nil {
-			p.j.log.Warn("forking a jail on demand", logKeyProfile, prof.Name, "err", err)
-		}
-		return nil, deferred
-	}
-	set.onDemand++
-	return inst, deferred
+	return inst
 }
 
-// takeIdleLocked pops the oldest idle jail that fits req, and returns the
-// idle jails it found unusable for the caller to destroy.
-func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Request) (*instance, []*instance) {
-	if lowerMemory(prof, req) > 0 {
+// finish kicks the refill a run held back (see takeIdle). Pooled jails are
+// single-use: the run destroys it.
+func (s *idleSet) finish(inst *instance, _ *record.Result) bool {
+	if owed := inst.idle.owedRefill; owed != nil {
+		inst.idle.owedRefill = nil
+		inst.idle.refillTimer.Stop()
+		s.p.kick(owed)
+	}
+	return false
+}
+
+// popLocked pops the oldest idle jail that fits req, and returns the idle
+// jails it found unusable for the caller to destroy.
+func (s *idleSet) popLocked(req record.Request) (*instance, []*instance) {
+	if lowerMemory(s.prof, req) > 0 {
 		return nil, nil // a lower limit needs its own cgroup settings
 	}
 	var wantWS string
 	var wantIno uint64
-	if prof.Workspace && req.Workspace != "" {
+	if s.prof.Workspace && req.Workspace != "" {
 		ws, ino, err := checkWorkspace(req.Workspace)
-		if err != nil || ws != p.workspace {
+		if err != nil || ws != s.p.workspace {
 			return nil, nil
 		}
 		wantWS, wantIno = ws, ino
@@ -183,28 +185,31 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 	var stale []*instance
 	// A forked jail that has finished its warm-up first: one still warming
 	// would make the code wait for the rest of the snippet it is in.
-	for i, inst := range set.idle {
+	for i, inst := range s.idle {
 		if inst.isWarmed() && i > 0 {
-			copy(set.idle[1:i+1], set.idle[:i])
-			set.idle[0] = inst
+			copy(s.idle[1:i+1], s.idle[:i])
+			s.idle[0] = inst
 			break
 		}
 	}
-	for len(set.idle) > 0 {
-		inst := set.idle[0]
-		set.idle = set.idle[1:]
-		set.idleBytes -= inst.idleBytes
+	for len(s.idle) > 0 {
+		inst := s.idle[0]
+		s.idle = s.idle[1:]
+		s.idleBytes -= inst.idle.bytes
 		switch {
-		case inst.dead(), inst.forked && !inst.server.alive():
-			set.discarded++
+		case inst.dead():
+			s.discarded++
 			stale = append(stale, inst)
-		case inst.ws != wantWS || (wantWS != "" && inst.wsIno != wantIno):
+		case !s.maker.acceptLocked(inst):
+			s.discarded++
+			stale = append(stale, inst)
+		case inst.ws.dir != wantWS || (wantWS != "" && inst.ws.ino != wantIno):
 			// The workspace was replaced (a snapshot restore swaps the
 			// directory) after this jail mounted it.
-			set.discarded++
+			s.discarded++
 			stale = append(stale, inst)
 		default:
-			set.hits++
+			s.hits++
 			inst.settle() // done already, off this path, unless still warming
 			return inst, stale
 		}
@@ -212,223 +217,140 @@ func (p *Pool) takeIdleLocked(set *warmSet, prof policy.Profile, req record.Requ
 	return nil, stale
 }
 
-// kick wakes set's refill; a kick already pending covers this one.
-func (p *Pool) kick(set *warmSet) {
+// kick wakes s's refill; a kick already pending covers this one.
+func (p *Pool) kick(s *idleSet) {
 	select {
-	case set.kick <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
-// refill keeps set topped up until ctx ends. Several refill goroutines may
-// serve one set; starting counts the jails being booted.
-func (p *Pool) refill(ctx context.Context, set *warmSet) {
+// refill keeps s topped up until ctx ends. Several refill goroutines may
+// serve one set; starting counts the jails being made.
+func (s *idleSet) refill(ctx context.Context) {
+	p := s.p
 	defer p.wg.Done()
 	backoff := time.Second
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-set.kick:
+		case <-s.kick:
 		}
 		for {
 			p.mu.Lock()
-			set.budgetLimited = p.overBudgetLocked(set)
-			z := set.zyg
-			need := !p.closed && len(set.idle)+set.starting < set.prof.Warm.Size && !set.budgetLimited &&
-				(z != nil || !set.prof.Warm.ForkServer) // a fork server kicks when it is up
-			if need {
-				set.starting++
+			s.budgetLimited = s.overBudgetLocked()
+			var make func(context.Context) (*instance, error)
+			if !p.closed && len(s.idle)+s.starting < s.prof.Warm.Size && !s.budgetLimited {
+				make = s.maker.makerLocked() // nil while a fork server is down; it kicks when up
+			}
+			if make != nil {
+				s.starting++
 			}
 			p.mu.Unlock()
-			if !need {
+			if make == nil {
 				break
 			}
-			var inst *instance
-			var err error
-			if z != nil {
-				inst, err = z.spawn(ctx, 0, true)
-			} else {
-				inst, err = p.j.start(ctx, set.prof, record.Request{Workspace: p.workspace}, set.prof.Limits.MaxTimeout.D(), set.prof.Warm.Preload)
-				if err == nil {
-					inst.settle() // idle from here on; forked jails settle once warmed
-				}
-			}
+			inst, err := make(ctx)
 			p.mu.Lock()
-			set.starting--
+			s.starting--
 			if err != nil {
-				set.failed++
-				set.lastError = err.Error()
+				s.failed++
+				s.lastError = err.Error()
 				p.mu.Unlock()
 				if ctx.Err() != nil {
 					return
 				}
-				p.j.log.Warn("starting warm jail", logKeyProfile, set.prof.Name, "err", err)
+				p.j.log.Warn("starting warm jail", logKeyProfile, s.prof.Name, "err", err)
 				if !waitBackoff(ctx, &backoff) {
 					return
 				}
 				continue
 			}
 			backoff = time.Second
-			inst.idleBytes = inst.memoryUsage()
-			set.lastSize = inst.idleBytes
-			if z != nil {
-				set.serverBytes = z.memoryUsage()
-			}
-			if z != nil && set.zyg != z {
-				// Forked by a server that has been replaced meanwhile.
+			inst.idle.bytes = inst.memoryUsage()
+			s.lastSize = inst.idle.bytes
+			if !s.maker.acceptLocked(inst) {
 				p.mu.Unlock()
 				inst.destroy()
 				continue
 			}
-			budget := set.prof.Warm.MemoryBudgetBytes
-			if p.closed || (budget > 0 && set.serverBytes+set.idleBytes+inst.idleBytes > budget) {
+			budget := s.prof.Warm.MemoryBudgetBytes
+			if p.closed || (budget > 0 && s.serverBytes+s.idleBytes+inst.idle.bytes > budget) {
 				// Over budget: keep fewer idle jails rather than more memory.
-				set.budgetLimited = !p.closed
+				s.budgetLimited = !p.closed
 				p.mu.Unlock()
 				inst.destroy()
 				break
 			}
-			set.idle = append(set.idle, inst)
-			set.idleBytes += inst.idleBytes
-			set.started++
+			s.idle = append(s.idle, inst)
+			s.idleBytes += inst.idle.bytes
+			s.started++
 			p.mu.Unlock()
 		}
 	}
 }
 
-// overBudgetLocked predicts whether one more idle jail of set would exceed
-// its memory budget, from the size of the last one booted.
-func (p *Pool) overBudgetLocked(set *warmSet) bool {
-	budget := set.prof.Warm.MemoryBudgetBytes
-	return budget > 0 && set.lastSize > 0 && set.serverBytes+set.idleBytes+set.lastSize*int64(set.starting+1) > budget
+// overBudgetLocked predicts whether one more idle jail would exceed the
+// memory budget, from the size of the last one made.
+func (s *idleSet) overBudgetLocked() bool {
+	budget := s.prof.Warm.MemoryBudgetBytes
+	return budget > 0 && s.lastSize > 0 && s.serverBytes+s.idleBytes+s.lastSize*int64(s.starting+1) > budget
 }
 
-// keepForkServer runs set's fork server until ctx ends: it starts it,
-// kicks the refill once it is up, and starts it again with backoff when it
-// dies. While it is down, requests start cold containers. After
-// warm.recycle_after forks it starts a successor and retires the old
-// server: children share their server's address-space layout and string
-// hash seed, so no more than that many jails share one.
-func (p *Pool) keepForkServer(ctx context.Context, set *warmSet) {
-	defer p.wg.Done()
-	backoff := time.Second
-	for {
-		z, err := p.j.startZygote(ctx, set.prof)
+// baseStatus is the part of the status both kinds of pool share.
+func (s *idleSet) baseStatus() ProfileStatus {
+	return ProfileStatus{
+		Size: s.prof.Warm.Size, Idle: len(s.idle), Starting: s.starting, IdleBytes: s.idleBytes,
+		BudgetBytes: s.prof.Warm.MemoryBudgetBytes, BudgetLimited: s.budgetLimited, Preload: s.prof.Warm.Preload,
+		Hits: s.hits, Misses: s.misses, Started: s.started, Failed: s.failed, Discarded: s.discarded,
+		LastError: s.lastError,
+	}
+}
+
+// containerPool is a source of pre-started containers: each has booted its
+// runner with the profile's preloads and mounted the pool's workspace.
+type containerPool struct {
+	*idleSet
+}
+
+func (cp *containerPool) take(ctx context.Context, _ policy.Profile, req record.Request, _ time.Duration) (*instance, error) {
+	inst := cp.takeIdle(req)
+	if inst == nil {
+		cp.p.mu.Lock()
+		cp.misses++
+		cp.p.mu.Unlock()
+		return nil, nil
+	}
+	// The workspace may have changed while the jail waited (files written
+	// by the MCP tools belong to root until then).
+	if err := cp.p.j.chownWorkspace(ctx, inst.ws.dir); err != nil {
+		cp.p.j.teardown(inst)
+		return nil, err
+	}
+	return inst, nil
+}
+
+func (cp *containerPool) makerLocked() func(context.Context) (*instance, error) {
+	return func(ctx context.Context) (*instance, error) {
+		inst, err := cp.p.j.startContainer(ctx, containerSpec{
+			profile: cp.prof, workspace: cp.p.workspace, timeout: cp.prof.Limits.MaxTimeout.D(), preload: cp.prof.Warm.Preload,
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.mu.Lock()
-			set.serverError = err.Error()
-			p.mu.Unlock()
-			p.j.log.Warn("starting fork server", logKeyProfile, set.prof.Name, "err", err)
-			if !waitBackoff(ctx, &backoff) {
-				return
-			}
-			continue
+			return nil, err
 		}
-		backoff = time.Second
-		p.installServer(set, z)
-		z = p.superviseServer(ctx, set, z)
-
-		stale := p.detachServer(set, z)
-		if ctx.Err() == nil {
-			p.mu.Lock()
-			set.serverError = "fork server exited; output: " + z.stderr.String()
-			p.mu.Unlock()
-		}
-		z.close()
-		for _, inst := range stale {
-			inst.destroy()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		p.j.log.Warn("fork server exited; starting another", logKeyProfile, set.prof.Name, logKeyID, z.id)
+		inst.timing.Pooled = true
+		inst.settle() // idle from here on
+		return inst, nil
 	}
 }
 
-// installServer makes z set's fork server and kicks the refill.
-func (p *Pool) installServer(set *warmSet, z *zygote) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	set.zyg = z
-	set.serverStarts++
-	set.serverBytes = z.memoryUsage()
-	p.kick(set)
-}
+func (*containerPool) acceptLocked(*instance) bool { return true }
 
-// superviseServer waits until set's fork server dies or ctx ends, and
-// replaces the server with a successor each time it reaches
-// warm.recycle_after forks. It returns the server in place at the end.
-func (p *Pool) superviseServer(ctx context.Context, set *warmSet, z *zygote) *zygote {
-	limit := int64(set.prof.Warm.RecycleAfter)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-z.done:
-			return z
-		case <-ctx.Done():
-			return z
-		case <-tick.C:
-		}
-		if limit <= 0 || z.forks.Load() < limit {
-			continue
-		}
-		next, err := p.j.startZygote(ctx, set.prof)
-		if err != nil {
-			// Keep the old one; try again at a later tick.
-			if ctx.Err() == nil {
-				p.j.log.Warn("starting a successor fork server", logKeyProfile, set.prof.Name, "err", err)
-			}
-			continue
-		}
-		stale := p.detachServer(set, z)
-		p.installServer(set, next)
-		p.mu.Lock()
-		set.recycles++
-		p.mu.Unlock()
-		p.wg.Add(1)
-		go func(old *zygote) {
-			defer p.wg.Done()
-			for _, inst := range stale {
-				inst.destroy()
-			}
-			old.retire(ctx)
-		}(z)
-		p.j.log.Info("fork server recycled", logKeyProfile, set.prof.Name, "old", z.id, "new", next.id)
-		z = next
-	}
-}
-
-// detachServer makes z no longer set's fork server and takes z's idle
-// children out of the pool; the caller destroys them.
-func (p *Pool) detachServer(set *warmSet, z *zygote) []*instance {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if set.zyg == z {
-		set.zyg = nil
-		set.serverBytes = 0
-	}
-	var stale []*instance
-	kept := set.idle[:0]
-	for _, inst := range set.idle {
-		if inst.forked && inst.server == z {
-			stale = append(stale, inst)
-			set.idleBytes -= inst.idleBytes
-			set.discarded++
-		} else {
-			kept = append(kept, inst)
-		}
-	}
-	set.idle = kept
-	return stale
-}
+func (cp *containerPool) status() ProfileStatus { return cp.baseStatus() }
 
 // Close stops refilling and destroys every idle jail. It waits for jails
-// being booted to finish booting, and for the teardown of finished runs.
+// being made to finish, and for the teardown of finished runs.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -439,13 +361,14 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
-	// keepForkServer has closed every fork server, so their idle children
-	// are gone already; destroying them removes their cgroups.
+	// keepServer has closed every fork server, so their idle children are
+	// gone already; destroying them removes their cgroups.
 	p.mu.Lock()
 	var idle []*instance
-	for _, set := range p.sets {
-		idle = append(idle, set.idle...)
-		set.idle, set.idleBytes = nil, 0
+	for _, pl := range p.pools {
+		s := pl.set()
+		idle = append(idle, s.idle...)
+		s.idle, s.idleBytes = nil, 0
 	}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
@@ -457,36 +380,13 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// PoolStatus reports every profile's pool.
+// PoolStatus reports every profile's pool, as a map[record.Profile]ProfileStatus.
 func (p *Pool) PoolStatus() any {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[record.Profile]ProfileStatus{}
-	for name, s := range p.sets {
-		st := ProfileStatus{
-			Size: s.prof.Warm.Size, Idle: len(s.idle), Starting: s.starting, IdleBytes: s.idleBytes,
-			BudgetBytes: s.prof.Warm.MemoryBudgetBytes, BudgetLimited: s.budgetLimited, Preload: s.prof.Warm.Preload,
-			Hits: s.hits, Misses: s.misses, Started: s.started, Failed: s.failed, Discarded: s.discarded,
-			LastError: s.lastError,
-		}
-		if s.prof.Warm.ForkServer {
-			fs := &ForkServerStatus{
-				State: "starting", Starts: s.serverStarts, Recycles: s.recycles,
-				MemoryBytes: s.serverBytes, OnDemand: s.onDemand, LastError: s.serverError,
-			}
-			if s.zyg != nil {
-				fs.State, fs.ID, fs.Forks = "running", s.zyg.id, s.zyg.forks.Load()
-				fs.UptimeSeconds = int64(time.Since(s.zyg.created).Seconds())
-				fs.WarmupError = s.zyg.warmupError
-			}
-			for _, inst := range s.idle {
-				if inst.isWarmed() {
-					fs.Warmed++
-				}
-			}
-			st.ForkServer = fs
-		}
-		out[name] = st
+	for name, pl := range p.pools {
+		out[name] = pl.status()
 	}
 	return out
 }
@@ -497,11 +397,12 @@ func (p *Pool) WaitReady(ctx context.Context) error {
 	for {
 		p.mu.Lock()
 		ready := true
-		for _, s := range p.sets {
+		for _, pl := range p.pools {
+			s := pl.set()
 			if len(s.idle) < s.prof.Warm.Size && !s.budgetLimited {
 				ready = false
 			}
-			if s.prof.Warm.ForkServer && s.zyg == nil {
+			if fp, ok := pl.(*forkPool); ok && fp.server == nil {
 				ready = false
 			}
 		}
@@ -521,15 +422,34 @@ func (p *Pool) lastErrors() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
-	for name, s := range p.sets {
-		if s.lastError != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", name, s.lastError))
+	for name, pl := range p.pools {
+		st := pl.status()
+		if st.LastError != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", name, st.LastError))
 		}
-		if s.serverError != "" {
-			errs = append(errs, fmt.Errorf("%s fork server: %s", name, s.serverError))
+		if st.ForkServer != nil && st.ForkServer.LastError != "" {
+			errs = append(errs, fmt.Errorf("%s fork server: %s", name, st.ForkServer.LastError))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// idleState is what a pool keeps of a jail it made.
+type idleState struct {
+	// bytes is the memory the jail held while idle.
+	bytes int64
+	// lowCPU: the jail's cgroup got the idle CPU weight for its warm-up
+	// (settle restores it).
+	lowCPU bool
+	// warmed is closed once an idle forked jail has finished its warm-up;
+	// takeIdle prefers such jails. nil for containers.
+	warmed     chan struct{}
+	warmedOnce sync.Once
+	settleOnce sync.Once
+	// owedRefill is the pool whose refill waits for this jail's run to
+	// answer, with the timer that kicks it at the latest.
+	owedRefill  *idleSet
+	refillTimer *time.Timer
 }
 
 // settle makes an idle jail ready for its code: the default CPU weight if
@@ -537,13 +457,15 @@ func (p *Pool) lastErrors() error {
 // resetCounters). Each pooled jail settles once, as soon as it is idle
 // for good (a container once ready, a forked jail once warmed), so that
 // taking it costs no cgroup writes; a jail taken while still warming
-// settles in take.
+// settles in takeIdle.
 func (inst *instance) settle() {
-	inst.settleOnce.Do(func() {
-		if inst.lowCPU {
+	inst.idle.settleOnce.Do(func() {
+		if inst.idle.lowCPU {
 			// From now on it competes for CPU like any run.
-			if err := setCPUWeightDefault(inst.mgr); err != nil {
-				inst.j.log.Warn("restoring CPU weight", logKeyID, inst.id, "err", err)
+			if mgr, err := inst.body.cgroup(); err == nil {
+				if err := setCPUWeightDefault(mgr); err != nil {
+					inst.j.log.Warn("restoring CPU weight", logKeyID, inst.id, "err", err)
+				}
 			}
 		}
 		inst.resetCounters()
@@ -552,11 +474,11 @@ func (inst *instance) settle() {
 
 // isWarmed reports whether inst is a forked jail done with its warm-up.
 func (inst *instance) isWarmed() bool {
-	if inst.warmed == nil {
+	if inst.idle.warmed == nil {
 		return false
 	}
 	select {
-	case <-inst.warmed:
+	case <-inst.idle.warmed:
 		return true
 	default:
 		return false
@@ -573,4 +495,13 @@ func waitBackoff(ctx context.Context, backoff *time.Duration) bool {
 	}
 	*backoff = min(*backoff*2, time.Minute)
 	return true
+}
+
+// lowerMemory is the memory limit req asks for when it is below the
+// profile's, or 0.
+func lowerMemory(prof policy.Profile, req record.Request) int64 {
+	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
+		return req.MemoryBytes
+	}
+	return 0
 }

@@ -92,8 +92,14 @@ type ForkServer struct {
 	SeccompBPF []byte   `json:"seccomp_bpf"`
 	Masked     []string `json:"masked"`
 	Readonly   []string `json:"readonly"`
-	TmpBytes   int64    `json:"tmp_bytes"`
-	ShmBytes   int64    `json:"shm_bytes"`
+	// Mounts are what each child mounts afresh in its own mount namespace,
+	// in order, after it has made its mounts private: the PerJail entries
+	// of package rootfs's mount table.
+	Mounts []Mount `json:"mounts"`
+	// TmpBytes and ShmBytes are the sizes of /tmp and /dev/shm, for a
+	// runner that predates Mounts.
+	TmpBytes int64 `json:"tmp_bytes"`
+	ShmBytes int64 `json:"shm_bytes"`
 	// Rlimits are [resource, soft, hard] triples.
 	Rlimits [][3]uint64 `json:"rlimits"`
 	// Warmup is trusted code the server runs once before it forks (so
@@ -101,6 +107,16 @@ type ForkServer struct {
 	// again before it is ready (so the child's copy-on-write faults happen
 	// before the caller's code, not during it). Its output is discarded.
 	Warmup []string `json:"warmup,omitempty"`
+}
+
+// Mount is one mount(2) call a forked child makes: the arguments as they
+// are passed, with Flags the MS_* bits.
+type Mount struct {
+	Source string `json:"source,omitempty"`
+	Target string `json:"target"`
+	FSType string `json:"fstype,omitempty"`
+	Flags  int    `json:"flags"`
+	Data   string `json:"data,omitempty"`
 }
 
 // Exec is the code to run.

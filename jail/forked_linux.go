@@ -23,7 +23,7 @@ import (
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
 	"github.com/pyjail/pyjail/policy"
-	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/rootfs"
 )
 
 // helloTimeout bounds how long a forked child may take to say hello.
@@ -32,9 +32,9 @@ const helloTimeout = 10 * time.Second
 // errForkServerDown is returned by spawn once the fork server has exited.
 var errForkServerDown = errors.New("fork server is not running")
 
-// zygote is a fork server: a long-lived container whose runner has
-// imported a profile's preloads once and forks a child for every jail, so
-// a jail costs a fork (milliseconds) instead of a container start and an
+// forkServer is a long-lived container whose runner has imported a
+// profile's preloads once and forks a child for every jail, so that a jail
+// costs a fork (milliseconds) instead of a container start and an
 // interpreter that imports the scientific stack (about a second of CPU).
 //
 // The server runs no user code. It is root only in its user namespace,
@@ -42,18 +42,22 @@ var errForkServerDown = errors.New("fork server is not running")
 // (policy.ForkServerCapabilities) under a filter that adds mount,
 // unshare, setns and the credential calls to the jail's
 // (policy.ForkServerSeccompFilter). Each child is pid 1 of a new pid
-// namespace, unshares mount, net, ipc and uts namespaces, mounts its own
-// /proc, /tmp and /dev/shm, is moved by the supervisor into a cgroup of its
-// own with the profile's limits, drops every capability, becomes the
-// sandbox user and stacks the jail's own seccomp filter before it reads
-// any code (runner.py, "fork server"). It then serves one execution and is
-// destroyed, like a single-use container.
+// namespace, unshares mount, net, ipc and uts namespaces, mounts the
+// PerJail entries of the mount table (/proc with its masks, /tmp,
+// /dev/shm), is moved by the supervisor into a cgroup of its own with the
+// profile's limits, drops every capability, becomes the sandbox user and
+// stacks the jail's own seccomp filter before it reads any code (runner.py,
+// "fork server"). It then serves one execution and is destroyed, like a
+// single-use container.
 //
 // What children share with each other is what they inherit from the
 // server: the read-only root, the user namespace, and a copy of the
 // server's memory taken before any code ran, including its address-space
 // layout and Python's string-hash seed.
-type zygote struct {
+//
+// A forkServer is safe for concurrent use: spawn may be called from many
+// goroutines; close and retire end it.
+type forkServer struct {
 	j       *Jail
 	prof    policy.Profile
 	id      string
@@ -76,105 +80,129 @@ type zygote struct {
 	warmupError string
 }
 
-// startZygote starts profile prof's fork server and waits until it has
-// preloaded. On error nothing is left behind.
-func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote, retErr error) {
-	z := &zygote{
+// startForkServer starts profile prof's fork server and waits until it has
+// preloaded. The steps are a container's (startContainer), with the
+// server's own config, descriptors and boot. On error nothing is left
+// behind.
+func (j *Jail) startForkServer(ctx context.Context, prof policy.Profile) (_ *forkServer, err error) {
+	z := &forkServer{
 		j: j, prof: prof, id: newID(),
 		pending: map[uint64]*instance{},
 		done:    make(chan struct{}),
 		stderr:  newCappedBuffer(64 << 10),
 		created: time.Now(),
 	}
-	var cleanups undo
-	defer func() {
-		if retErr != nil {
-			cleanups.run()
-		}
-	}()
-	cfg, err := j.buildConfig(containerSpec{id: z.id, profile: prof, timeout: prof.Limits.MaxTimeout.D(), forkServer: true})
-	if err != nil {
-		return nil, err
-	}
+	var undo cleanup
+	defer undo.cleanIf(&err)
+
+	cfg := j.containerConfig(z.id, containerSpec{profile: prof, timeout: prof.Limits.MaxTimeout.D(), forkServer: true})
 	c, err := libcontainer.Create(j.containersDir, z.id, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating fork server container %q: %w", z.id, err)
 	}
 	z.c = c
-	cleanups.add(func() { _ = c.Destroy() })
+	undo.add(func() { _ = c.Destroy() })
 	if z.mgr, err = manager.New(cfg.Cgroups); err != nil {
 		return nil, fmt.Errorf("opening fork server cgroup: %w", err)
 	}
-
-	var parent, child []*os.File
-	closeChild := func() { closeAll(child); child = nil }
-	cleanups.add(func() { closeChild(); closeAll(parent) })
-	for range 3 { // stdout+stderr (one pipe), boot, events
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("creating fork server pipe: %w", err)
-		}
-		parent, child = append(parent, r), append(child, w)
+	bootW, events, err := z.start(&undo)
+	if err != nil {
+		return nil, err
 	}
-	// The boot pipe runs the other way: we write, the server reads.
-	parent[1], child[1] = child[1], parent[1]
-	outR, bootW, eventsR := parent[0], parent[1], parent[2]
-	outW, bootR, eventsW := child[0], child[1], child[2]
+	err = writeJSONLine(bootW, j.forkServerBoot(prof))
+	bootW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("sending boot to fork server %q: %w", z.id, err)
+	}
+	if err := z.awaitReady(ctx, events); err != nil {
+		return nil, err
+	}
+	if z.warmupError != "" {
+		j.log.Warn("fork server warm-up failed; forked jails will be slower", logKeyID, z.id,
+			logKeyProfile, prof.Name, "err", z.warmupError)
+	}
+	j.log.Info("fork server ready", logKeyID, z.id, logKeyProfile, prof.Name,
+		"boot_ms", time.Since(z.created).Milliseconds(), "preload", prof.Warm.Preload)
+	return z, nil
+}
+
+// start runs the server's runner as the container's pid 1 with its
+// descriptors: stdout and stderr (one pipe), boot in, events out, and the
+// fork request socket. It returns the boot pipe and the events pipe.
+func (z *forkServer) start(undo *cleanup) (bootW, eventsR *os.File, err error) {
+	// output (they write), boot (we write), events (they write).
+	ours, theirs, err := openPipes(3, 1, undo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating fork server pipes: %w", err)
+	}
+	defer closeAll(theirs)
+	outR, bootW, eventsR := ours[0], ours[1], ours[2]
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("creating fork request socket: %w", err)
+		return nil, nil, fmt.Errorf("creating fork request socket: %w", err)
 	}
 	serverEnd := os.NewFile(uintptr(sp[0]), "fork-requests")
-	child = append(child, serverEnd)
+	defer serverEnd.Close()
 	ourEnd := os.NewFile(uintptr(sp[1]), "fork-requests")
 	conn, err := net.FileConn(ourEnd)
 	ourEnd.Close()
 	if err != nil {
-		return nil, fmt.Errorf("opening fork request socket: %w", err)
+		return nil, nil, fmt.Errorf("opening fork request socket: %w", err)
 	}
 	z.reqs = conn.(*net.UnixConn)
-	cleanups.add(func() { _ = z.reqs.Close() })
+	undo.add(func() { _ = z.reqs.Close() })
 
 	proc := &libcontainer.Process{
-		Args: runnerArgs(j.cfg.Rootfs.Python),
-		Env:  runnerEnv(prof),
+		Args: runnerArgs(z.j.cfg.Rootfs.Python),
+		Env:  runnerEnv(z.prof),
 		// Root of the jail's user namespace: host uid IDMap.HostID, with
 		// only the capabilities the config keeps.
 		UID: 0, GID: 0,
 		Cwd:    "/tmp",
-		Stdout: outW,
-		Stderr: outW,
+		Stdout: theirs[0],
+		Stderr: theirs[0],
 		// fds 3, 4 and 5: boot in, events out, fork requests.
-		ExtraFiles: []*os.File{bootR, eventsW, serverEnd},
+		ExtraFiles: []*os.File{theirs[1], theirs[2], serverEnd},
 		Init:       true,
 	}
-	if err := j.launch(func() error { return c.Run(proc) }); err != nil {
-		return nil, fmt.Errorf("starting fork server %q: %w", z.id, err)
+	if err := z.j.launch(func() error { return z.c.Run(proc) }); err != nil {
+		return nil, nil, fmt.Errorf("starting fork server %q: %w", z.id, err)
 	}
-	closeChild()
-	cleanups.add(func() { _ = c.Signal(unix.SIGKILL); <-z.done })
+	undo.add(func() { _ = z.c.Signal(unix.SIGKILL); <-z.done })
 	go func() { drain(outR, z.stderr, 0, func() {}); outR.Close() }()
 	go func() {
 		_, _ = proc.Wait()
 		close(z.done)
 	}()
+	return bootW, eventsR, nil
+}
 
+// forkServerBoot is the server's Boot: its preloads and warm-up, and how
+// each child isolates itself.
+func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 	lim := prof.Limits
 	cpuTime := uint64(math.Ceil(lim.EffectiveCPUTime(lim.MaxTimeout.D()).Seconds()))
-	boot := pyrunner.Boot{
+	var perJail []pyrunner.Mount
+	for _, m := range j.cfg.Rootfs.Mounts(j.mountSpec(prof, "")) {
+		if m.PerJail {
+			perJail = append(perJail, pyrunner.Mount{FSType: string(m.Kind), Source: string(m.Kind), Target: m.Dest, Flags: mountFlags(m), Data: m.Data})
+		}
+	}
+	return pyrunner.Boot{
 		Layer:             string(prof.Python),
 		Preload:           prof.Warm.Preload,
 		AddressSpaceBytes: 2 * lim.MemoryBytes,
-		ValueBytes:        64 << 10,
-		ImageBytes:        4 << 20,
-		Landlock:          j.cfg.Policy.Seccomp.Landlock && j.host.LandlockABI > 0,
+		ValueBytes:        valueBytes,
+		ImageBytes:        imageBytes,
+		Landlock:          j.landlockWanted(),
 		Policy:            policy.PythonPolicy(prof.Python),
 		ForkServer: &pyrunner.ForkServer{
 			UID:        int(j.cfg.Policy.IDMap.SandboxID),
 			GID:        int(j.cfg.Policy.IDMap.SandboxID),
 			SeccompBPF: j.seccompBPF,
-			Masked:     maskedPaths(),
-			Readonly:   readonlyPaths(),
+			Masked:     rootfs.MaskedPaths(),
+			Readonly:   rootfs.ReadonlyPaths(),
+			Mounts:     perJail,
 			TmpBytes:   lim.TmpBytes,
 			ShmBytes:   shmBytes,
 			Rlimits: [][3]uint64{
@@ -186,12 +214,11 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 			Warmup: prof.Warm.Warmup,
 		},
 	}
-	err = writeJSONLine(bootW, boot)
-	bootW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("sending boot to fork server %q: %w", z.id, err)
-	}
+}
 
+// awaitReady waits for the server's "ready" on its event pipe, then keeps
+// reading the pipe for the children's exit reports until it closes.
+func (z *forkServer) awaitReady(ctx context.Context, eventsR *os.File) error {
 	events := bufio.NewReaderSize(eventsR, 64<<10)
 	ready := make(chan error, 1)
 	go func() {
@@ -220,25 +247,19 @@ func (j *Jail) startZygote(ctx context.Context, prof policy.Profile) (_ *zygote,
 	select {
 	case err := <-ready:
 		if err != nil {
-			_ = c.Signal(unix.SIGKILL)
+			_ = z.c.Signal(unix.SIGKILL)
 			<-z.done
-			return nil, fmt.Errorf("fork server %q failed to boot: %w; output: %s", z.id, err, z.stderr.String())
+			return fmt.Errorf("fork server %q failed to boot: %w; output: %s", z.id, err, z.stderr.String())
 		}
+		return nil
 	case <-bootCtx.Done():
-		return nil, fmt.Errorf("booting fork server %q: %w", z.id, bootCtx.Err())
+		return fmt.Errorf("booting fork server %q: %w", z.id, bootCtx.Err())
 	}
-	if z.warmupError != "" {
-		j.log.Warn("fork server warm-up failed; forked jails will be slower", logKeyID, z.id,
-			logKeyProfile, prof.Name, "err", z.warmupError)
-	}
-	j.log.Info("fork server ready", logKeyID, z.id, logKeyProfile, prof.Name,
-		"boot_ms", time.Since(z.created).Milliseconds(), "preload", prof.Warm.Preload)
-	return z, nil
 }
 
 // readEvents delivers the server's exit reports to the waiting children
 // until the server's event pipe closes.
-func (z *zygote) readEvents(r *bufio.Reader) {
+func (z *forkServer) readEvents(r *bufio.Reader) {
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
@@ -260,23 +281,21 @@ func (z *zygote) readEvents(r *bufio.Reader) {
 		if ev.Signal != 0 {
 			done = waitDone{code: -1, signal: unix.SignalName(unix.Signal(ev.Signal))}
 		}
-		inst.exited <- done
-		close(inst.exited)
+		inst.markExited(done)
 	}
 }
 
 // shutdown marks the server gone and fails every child still waiting for
 // its exit report: when the server dies, the kernel kills its whole pid
 // namespace, children included.
-func (z *zygote) shutdown() {
+func (z *forkServer) shutdown() {
 	z.mu.Lock()
 	z.closed = true
 	pending := z.pending
 	z.pending = map[uint64]*instance{}
 	z.mu.Unlock()
 	for _, inst := range pending {
-		inst.exited <- waitDone{code: -1, signal: "SIGKILL", err: "the fork server exited"}
-		close(inst.exited)
+		inst.markExited(waitDone{code: -1, signal: "SIGKILL", err: "the fork server exited"})
 	}
 }
 
@@ -288,7 +307,7 @@ func clipLine(b []byte) string {
 }
 
 // alive reports whether the server can still fork.
-func (z *zygote) alive() bool {
+func (z *forkServer) alive() bool {
 	select {
 	case <-z.done:
 		return false
@@ -304,7 +323,7 @@ func (z *zygote) alive() bool {
 const serverExitGrace = 200 * time.Millisecond
 
 // awaitExit waits until the server has exited, for at most d.
-func (z *zygote) awaitExit(ctx context.Context, d time.Duration) {
+func (z *forkServer) awaitExit(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -315,13 +334,11 @@ func (z *zygote) awaitExit(ctx context.Context, d time.Duration) {
 }
 
 // memoryUsage is the memory charged to the server itself.
-func (z *zygote) memoryUsage() int64 {
-	return memoryStat(z.mgr)
-}
+func (z *forkServer) memoryUsage() int64 { return memoryStat(z.mgr) }
 
 // close stops the server and removes its container. Children still alive
 // die with it.
-func (z *zygote) close() {
+func (z *forkServer) close() {
 	_ = z.reqs.Close() // the server exits when its request socket closes
 	select {
 	case <-z.done:
@@ -337,7 +354,7 @@ func (z *zygote) close() {
 // retire closes the server once the jails it forked have all ended, or
 // after the longest a run may take: a recycled server's running jails
 // finish their runs first.
-func (z *zygote) retire(ctx context.Context) {
+func (z *forkServer) retire(ctx context.Context) {
 	deadline := time.Now().Add(z.prof.Limits.MaxTimeout.D() + 10*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		z.mu.Lock()
@@ -355,158 +372,119 @@ func (z *zygote) retire(ctx context.Context) {
 	z.close()
 }
 
+// forkedBody is a jail that is a child of a fork server, in a cgroup of
+// its own and reached through a pidfd.
+type forkedBody struct {
+	j      *Jail
+	id     string
+	server *forkServer
+	mgr    cgroups.Manager
+	pidfd  int // -1 until the child's pid is known
+}
+
+func (b *forkedBody) kill() {
+	if b.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(b.pidfd, unix.SIGKILL, nil, 0)
+	}
+}
+
+func (b *forkedBody) release() {
+	b.removeCgroup()
+	if b.pidfd >= 0 {
+		_ = unix.Close(b.pidfd)
+		b.pidfd = -1
+	}
+}
+
+// removeCgroup kills whatever is still in the jail's cgroup and removes it.
+func (b *forkedBody) removeCgroup() {
+	if pids, err := b.mgr.GetAllPids(); err == nil {
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+	if err := b.mgr.Destroy(); err != nil {
+		b.j.log.Warn("removing cgroup", logKeyID, b.id, "err", err)
+	}
+}
+
+func (b *forkedBody) cgroup() (cgroups.Manager, error) { return b.mgr, nil }
+
+// lost waits briefly for the server's own exit: a dead server's children
+// die before its exit is seen, and the next take must skip the server and
+// its other idle children.
+func (b *forkedBody) lost(ctx context.Context) { b.server.awaitExit(ctx, serverExitGrace) }
+
 // spawn forks a jail from the server and returns it once its runner is
 // ready for code. memoryLimit, if above zero and below the profile's, is
 // the jail's memory limit. warm makes the child run the profile's warm-up
 // after it is ready, while it waits for code (for idle jails; see
-// runner.py _warm_child). On error nothing is left behind.
-func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *instance, retErr error) {
+// runner.py _warm_child). The steps, in order: the jail's cgroup, its
+// descriptors, the fork request, the hello that names its host pid, the
+// move into its cgroup, and its "ready" once isolated. On error nothing
+// is left behind.
+func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *instance, err error) {
 	j := z.j
-	prof := z.prof
-	inst := newInstance(j, prof)
-	inst.forked, inst.server = true, z
-	var cleanups undo
-	defer func() {
-		if retErr != nil {
-			cleanups.run()
-		}
-	}()
+	inst := j.newInstance(z.prof, KindForked)
+	inst.timing.Pooled = warm
+	var undo cleanup
+	defer undo.cleanIf(&err)
 
-	// The jail's own cgroup, made before the fork so that the child can be
-	// moved in the moment it exists.
-	cg := j.cgroupConfig(inst.id, prof, memoryLimit)
-	mgr, err := manager.New(cg)
-	if err != nil {
-		return nil, fmt.Errorf("creating cgroup for %q: %w", inst.id, err)
-	}
-	if err := mgr.Apply(-1); err != nil {
-		_ = mgr.Destroy()
-		return nil, fmt.Errorf("creating cgroup for %q: %w", inst.id, err)
-	}
-	removeCgroup := func() {
-		if pids, err := mgr.GetAllPids(); err == nil {
-			for _, pid := range pids {
-				_ = unix.Kill(pid, unix.SIGKILL)
-			}
-		}
-		if err := mgr.Destroy(); err != nil {
-			j.log.Warn("removing cgroup", logKeyID, inst.id, "err", err)
-		}
-	}
-	cleanups.add(removeCgroup)
-	if warm {
-		// An idle jail warms up with CPU nobody else wants: at the lowest
-		// weight it cannot slow a run a caller waits for. Pool.take gives
-		// it the default weight back before its code runs.
-		cg.CpuShares, cg.CpuWeight = cpuSharesIdle, cpuWeightIdle
-	}
-	if err := mgr.Set(cg.Resources); err != nil {
-		return nil, fmt.Errorf("setting limits of %q: %w", inst.id, err)
-	}
-	inst.mgr = mgr
-	inst.mgrOnce.Do(func() {})
-	inst.memoryLimit = cg.Memory
-
-	// The child's descriptors: stdout, stderr, control in, control out,
-	// sync socket.
-	var ours, theirs []*os.File
-	closeTheirs := func() { closeAll(theirs); theirs = nil }
-	cleanups.add(func() { closeTheirs(); closeAll(ours) })
-	for i := range 4 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("creating pipe for %q: %w", inst.id, err)
-		}
-		if i == 2 { // control in: we write
-			ours, theirs = append(ours, w), append(theirs, r)
-		} else {
-			ours, theirs = append(ours, r), append(theirs, w)
-		}
-	}
-	outR, errR, ctlIn, ctlR := ours[0], ours[1], ours[2], ours[3]
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("creating sync socket for %q: %w", inst.id, err)
-	}
-	theirs = append(theirs, os.NewFile(uintptr(sp[0]), "sync"))
-	// With SO_PASSCRED the kernel attaches the sender's pid to each
-	// message, translated into our pid namespace: the child's host pid.
-	if err := unix.SetsockoptInt(sp[1], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
-		_ = unix.Close(sp[1])
-		return nil, fmt.Errorf("sync socket for %q: %w", inst.id, err)
-	}
-	syncFile := os.NewFile(uintptr(sp[1]), "sync")
-	syncConn, err := net.FileConn(syncFile)
-	syncFile.Close()
-	if err != nil {
-		return nil, fmt.Errorf("sync socket for %q: %w", inst.id, err)
-	}
-	helloConn := syncConn.(*net.UnixConn)
-	defer func() { _ = helloConn.Close() }()
-
-	z.mu.Lock()
-	if z.closed {
-		z.mu.Unlock()
-		return nil, errForkServerDown
-	}
-	z.seq++
-	seq := z.seq
-	z.pending[seq] = inst
-	z.mu.Unlock()
-	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm})
-	fds := make([]int, len(theirs))
-	for i, f := range theirs {
-		fds[i] = int(f.Fd())
-	}
-	z.sendMu.Lock()
-	_, _, err = z.reqs.WriteMsgUnix(payload, unix.UnixRights(fds...), nil)
-	z.sendMu.Unlock()
-	closeTheirs()
-	if err != nil {
-		z.mu.Lock()
-		delete(z.pending, seq)
-		z.mu.Unlock()
-		return nil, fmt.Errorf("%w: sending fork request: %w", errForkServerDown, err)
-	}
-	z.forks.Add(1)
-
-	// From here the child exists, or will: its exit report reaches
-	// inst.exited whatever happens next.
-	pid, err := z.hello(ctx, inst, helloConn)
+	mgr, cg, err := z.createCgroup(inst, memoryLimit, warm, &undo)
 	if err != nil {
 		return nil, err
 	}
-	pidfd, err := unix.PidfdOpen(pid, 0)
+	fb := &forkedBody{j: j, id: inst.id, server: z, mgr: mgr, pidfd: -1}
+	inst.body = fb
+	inst.memoryLimit = cg.Memory
+
+	// The child's descriptors: stdout, stderr, control in, control out,
+	// and its sync socket.
+	ours, theirs, err := openPipes(4, 2, &undo)
 	if err != nil {
+		return nil, fmt.Errorf("creating pipes for %q: %w", inst.id, err)
+	}
+	defer closeAll(theirs)
+	outR, errR, ctlIn, ctlR := ours[0], ours[1], ours[2], ours[3]
+	syncTheirs, hello, err := syncSocket(inst.id)
+	if err != nil {
+		return nil, err
+	}
+	defer syncTheirs.Close()
+	defer func() { _ = hello.Close() }()
+
+	if err := z.request(inst, warm, append(theirs, syncTheirs)); err != nil {
+		return nil, err
+	}
+	// From here the child exists, or will: its exit report reaches
+	// inst.exited whatever happens next.
+	pid, err := z.hello(ctx, inst, hello)
+	if err != nil {
+		return nil, err
+	}
+	inst.timing.Launched = time.Since(inst.created)
+	if fb.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return nil, fmt.Errorf("opening pidfd of %q (pid %d): %w", inst.id, pid, err)
 	}
-	inst.kill = func() { _ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) }
-	inst.release = func() {
-		removeCgroup()
-		_ = unix.Close(pidfd)
-	}
-	cleanups.add(func() { inst.kill(); <-inst.exited; _ = unix.Close(pidfd) })
+	undo.add(func() { fb.kill(); <-inst.exited; _ = unix.Close(fb.pidfd) })
 	if err := mgr.AddPid("", pid); err != nil {
 		return nil, fmt.Errorf("moving %q (pid %d) into its cgroup: %w", inst.id, pid, err)
 	}
-	if _, err := helloConn.Write([]byte("g")); err != nil {
+	if _, err := hello.Write([]byte("g")); err != nil {
 		return nil, fmt.Errorf("releasing %q: %w", inst.id, err)
 	}
 
 	inst.ctlIn = ctlIn
 	inst.drainOutputs(outR, errR)
-	inst.warmed = make(chan struct{})
-	inst.lowCPU = warm
+	inst.idle.warmed = make(chan struct{})
+	inst.idle.lowCPU = warm
 	go readMessages(ctlR, inst.messages, func() {
-		inst.warmedOnce.Do(func() {
+		inst.idle.warmedOnce.Do(func() {
 			inst.settle()
-			close(inst.warmed)
+			close(inst.idle.warmed)
 		})
 	})
-	ours = nil // owned by the goroutines and the instance now
-	cleanups.add(func() { ctlIn.Close() })
-
 	if err := inst.awaitReady(ctx, helloTimeout); err != nil {
 		return nil, err
 	}
@@ -514,14 +492,94 @@ func (z *zygote) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *in
 		// A warming jail takes its baseline when it settles.
 		inst.cpuAtReady = inst.cpuUsage()
 	}
+	inst.ready()
 	j.log.Debug("forked jail ready", logKeyID, inst.id, "server", z.id, "pid", pid,
 		"ready_ms", time.Since(inst.created).Milliseconds())
 	return inst, nil
 }
 
+// createCgroup makes the jail's own cgroup before the fork, so that the
+// child can be moved in the moment it exists, and registers its removal.
+func (z *forkServer) createCgroup(inst *instance, memoryLimit int64, warm bool, undo *cleanup) (cgroups.Manager, *cgroups.Cgroup, error) {
+	cg := z.j.cgroupConfig(inst.id, z.prof, memoryLimit)
+	mgr, err := manager.New(cg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating cgroup for %q: %w", inst.id, err)
+	}
+	if err := mgr.Apply(-1); err != nil {
+		_ = mgr.Destroy()
+		return nil, nil, fmt.Errorf("creating cgroup for %q: %w", inst.id, err)
+	}
+	undo.add((&forkedBody{j: z.j, id: inst.id, mgr: mgr}).removeCgroup)
+	if warm {
+		// An idle jail warms up with CPU nobody else wants: at the lowest
+		// weight it cannot slow a run a caller waits for. settle gives it
+		// the default weight back before its code runs.
+		cg.CpuShares, cg.CpuWeight = cpuSharesIdle, cpuWeightIdle
+	}
+	if err := mgr.Set(cg.Resources); err != nil {
+		return nil, nil, fmt.Errorf("setting limits of %q: %w", inst.id, err)
+	}
+	return mgr, cg, nil
+}
+
+// syncSocket makes the child's sync socket: the child's end, and ours with
+// SO_PASSCRED, so that the kernel attaches the sender's pid to each
+// message, translated into our pid namespace: the child's host pid.
+func syncSocket(id string) (*os.File, *net.UnixConn, error) {
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating sync socket for %q: %w", id, err)
+	}
+	theirs := os.NewFile(uintptr(sp[0]), "sync")
+	if err := unix.SetsockoptInt(sp[1], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		theirs.Close()
+		_ = unix.Close(sp[1])
+		return nil, nil, fmt.Errorf("sync socket for %q: %w", id, err)
+	}
+	f := os.NewFile(uintptr(sp[1]), "sync")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, fmt.Errorf("sync socket for %q: %w", id, err)
+	}
+	return theirs, conn.(*net.UnixConn), nil
+}
+
+// request asks the server for one child with the given descriptors, and
+// registers the child for the server's exit report.
+func (z *forkServer) request(inst *instance, warm bool, files []*os.File) error {
+	z.mu.Lock()
+	if z.closed {
+		z.mu.Unlock()
+		return errForkServerDown
+	}
+	z.seq++
+	seq := z.seq
+	z.pending[seq] = inst
+	z.mu.Unlock()
+	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm})
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	z.sendMu.Lock()
+	_, _, err := z.reqs.WriteMsgUnix(payload, unix.UnixRights(fds...), nil)
+	z.sendMu.Unlock()
+	if err != nil {
+		z.mu.Lock()
+		delete(z.pending, seq)
+		z.mu.Unlock()
+		return fmt.Errorf("%w: sending fork request: %w", errForkServerDown, err)
+	}
+	z.forks.Add(1)
+	return nil
+}
+
 // hello waits for the child's first message on its sync socket and returns
 // the child's host pid, taken from the kernel's credentials.
-func (z *zygote) hello(ctx context.Context, inst *instance, conn *net.UnixConn) (int, error) {
+func (z *forkServer) hello(ctx context.Context, inst *instance, conn *net.UnixConn) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -581,13 +639,4 @@ func setCPUWeightDefault(mgr cgroups.Manager) error {
 		return cgroups.WriteFile(mgr.Path(""), "cpu.weight", strconv.Itoa(cpuWeightDefault))
 	}
 	return cgroups.WriteFile(mgr.Path("cpu"), "cpu.shares", strconv.Itoa(cpuSharesDefault))
-}
-
-// lowerMemory is the memory limit req asks for when it is below the
-// profile's, or 0.
-func lowerMemory(prof policy.Profile, req record.Request) int64 {
-	if req.MemoryBytes > 0 && req.MemoryBytes < prof.Limits.MemoryBytes {
-		return req.MemoryBytes
-	}
-	return 0
 }

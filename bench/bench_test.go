@@ -1,13 +1,13 @@
-package main
+package bench
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyjail/pyjail/jail"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -114,7 +114,7 @@ func TestSummarizePhases(t *testing.T) {
 }
 
 func TestWriteBenchText(t *testing.T) {
-	rep := &benchReport{
+	rep := &Report{
 		Version: "test", Profile: "calc", Rootfs: "host /r", CPUs: 2, MaxConcurrent: 4,
 		LoadStart: "1.00 2.00 3.00", LoadEnd: "4.00 5.00 6.00", Runs: 30, WarmupRounds: 1,
 		Cases: []caseStats{
@@ -129,7 +129,7 @@ func TestWriteBenchText(t *testing.T) {
 		Notes:      []string{"a note"},
 	}
 	var buf bytes.Buffer
-	writeBenchText(&buf, rep)
+	WriteText(&buf, rep)
 	out := buf.String()
 	lines := strings.Split(out, "\n")
 	for name, want := range map[string][]string{
@@ -163,12 +163,12 @@ func TestWriteBenchText(t *testing.T) {
 // TestWriteBenchTextAligned checks that the latency rows line up: every
 // column ends at the same offset, so the table reads in a terminal.
 func TestWriteBenchTextAligned(t *testing.T) {
-	rep := &benchReport{Cases: []caseStats{
+	rep := &Report{Cases: []caseStats{
 		{Code: "print(1+1)", Case: "python3 -c", N: 30, P50MS: 35, P99MS: 48, Ratio: 1},
 		{Code: "pandas groupby", Case: "subprocess + 4 imports (ref. design)", N: 3, P50MS: 1234.5, P99MS: 2000, Ratio: 35.27},
 	}}
 	var buf bytes.Buffer
-	writeBenchText(&buf, rep)
+	WriteText(&buf, rep)
 	var rows []string
 	for _, l := range strings.Split(buf.String(), "\n") {
 		if strings.Contains(l, "×") {
@@ -185,32 +185,33 @@ func TestWriteBenchTextAligned(t *testing.T) {
 	}
 }
 
-func TestTimingLogRecordsDebugTimingsAtAnyLevel(t *testing.T) {
-	var buf bytes.Buffer
-	inner := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})
-	h := newTimingLog(inner)
-	log := slog.New(h).With("component", "jail")
-	log.Debug("container started", "jail_id", "pj-1-a", "start_ms", int64(40))
-	log.Debug("jail ready", "jail_id", "pj-1-a", "boot_ms", int64(110), "landlock", "active")
-	log.Debug("container started", "jail_id", "pj-1-b", "start_ms", int64(50))
-	log.Info("run finished", "jail_id", "pj-1-a", "profile", "calc", "wall_ms", int64(6))
-	log.Warn("starting warm jail", "err", "boom")
+// TestRecorderKeepsTypedTimings: the jail's timing hook, not its logs,
+// fills the bench's columns; idle jails destroyed unused report no run.
+func TestRecorderKeepsTypedTimings(t *testing.T) {
+	waited := 0
+	r := &recorder{wait: func() { waited++ }}
+	ready := jail.Timing{Event: jail.EventReady, ID: "pj-1-a", Launched: 40 * time.Millisecond, Start: 110 * time.Millisecond}
+	r.observe(ready)
+	done := ready
+	done.Event, done.Wall, done.Reply = jail.EventDone, 6*time.Millisecond, 5*time.Millisecond
+	r.observe(done)
+	unused := jail.Timing{Event: jail.EventDone, ID: "pj-1-b", Start: 90 * time.Millisecond}
+	r.observe(unused)
 
-	if got, want := h.takeBoots(), []jailTiming{{StartMS: 40, BootMS: 110}}; !slices.Equal(got, want) {
-		t.Errorf("takeBoots = %+v, want %+v", got, want)
+	if got := r.takeBoots(); len(got) != 1 || got[0] != ready {
+		t.Errorf("takeBoots = %+v, want the one ready jail", got)
 	}
-	if got, want := h.takeDone(), []jailTiming{{StartMS: 40, BootMS: 110, WallMS: 6}}; !slices.Equal(got, want) {
-		t.Errorf("takeDone = %+v, want %+v", got, want)
+	if got := r.takeDone(); len(got) != 1 || got[0] != done {
+		t.Errorf("takeDone = %+v, want the one jail that ran", got)
 	}
-	if got := h.takeDone(); len(got) != 0 {
+	if got := r.takeDone(); len(got) != 0 {
 		t.Errorf("second takeDone = %+v, want none", got)
 	}
-	// The inner handler keeps its level: only the warning reaches stderr.
-	if out := buf.String(); strings.Count(out, "\n") != 1 || !strings.Contains(out, "starting warm jail") {
-		t.Errorf("forwarded logs = %q, want only the warning", out)
+	if waited != 2 {
+		t.Errorf("takeDone waited for teardowns %d times, want 2", waited)
 	}
-	if !h.Enabled(context.Background(), slog.LevelDebug) {
-		t.Error("timingLog must see debug records")
+	if got, want := fromTiming(done), (jailTiming{StartMS: 40, BootMS: 110, WallMS: 6}); got != want {
+		t.Errorf("fromTiming = %+v, want %+v", got, want)
 	}
 }
 

@@ -1,0 +1,226 @@
+//go:build linux && cgo
+
+package jail
+
+import (
+	"context"
+	"time"
+
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
+)
+
+// forkPool is a source of jails forked from a profile's fork server: the
+// idle ones it keeps (warming up at the lowest CPU weight until taken),
+// and, when none is idle, one forked for the run on the spot, which costs
+// milliseconds. While the server is down it has nothing to give, and runs
+// start cold containers. Its fields besides the idle set are guarded by
+// Pool.mu.
+type forkPool struct {
+	*idleSet
+	// server is the running server, nil while it is down or starting.
+	server *forkServer
+	// serverStarts counts starts (the first, restarts after a failure and
+	// successors), recycles the successors, onDemand the jails forked for
+	// a run that found no idle one; serverError says why the server last
+	// failed.
+	serverStarts, recycles, onDemand int64
+	serverError                      string
+}
+
+func (fp *forkPool) take(ctx context.Context, prof policy.Profile, req record.Request, _ time.Duration) (*instance, error) {
+	if inst := fp.takeIdle(req); inst != nil {
+		return inst, nil
+	}
+	p := fp.p
+	p.mu.Lock()
+	z := fp.server
+	if z == nil {
+		fp.misses++
+	}
+	p.mu.Unlock()
+	if z == nil {
+		return nil, nil
+	}
+	inst, err := z.spawn(ctx, lowerMemory(prof, req), false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		fp.failed++
+		fp.misses++
+		fp.lastError = err.Error()
+		if ctx.Err() == nil {
+			p.j.log.Warn("forking a jail on demand", logKeyProfile, prof.Name, "err", err)
+		}
+		return nil, nil // a cold container serves the run instead
+	}
+	fp.onDemand++
+	return inst, nil
+}
+
+func (fp *forkPool) makerLocked() func(context.Context) (*instance, error) {
+	z := fp.server
+	if z == nil {
+		return nil
+	}
+	return func(ctx context.Context) (*instance, error) {
+		inst, err := z.spawn(ctx, 0, true)
+		if err == nil {
+			fp.p.mu.Lock()
+			fp.serverBytes = z.memoryUsage()
+			fp.p.mu.Unlock()
+		}
+		return inst, err
+	}
+}
+
+// acceptLocked refuses jails of a server that is no longer the pool's,
+// and jails whose server died.
+func (fp *forkPool) acceptLocked(inst *instance) bool {
+	fb, ok := inst.body.(*forkedBody)
+	return ok && fb.server == fp.server && fb.server.alive()
+}
+
+// keepServer runs the pool's fork server until ctx ends: it starts it,
+// kicks the refill once it is up, and starts it again with backoff when it
+// dies. After warm.recycle_after forks it starts a successor and retires
+// the old server: children share their server's address-space layout and
+// string hash seed, so no more than that many jails share one.
+func (fp *forkPool) keepServer(ctx context.Context) {
+	p := fp.p
+	defer p.wg.Done()
+	backoff := time.Second
+	for {
+		z, err := p.j.startForkServer(ctx, fp.prof)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.mu.Lock()
+			fp.serverError = err.Error()
+			p.mu.Unlock()
+			p.j.log.Warn("starting fork server", logKeyProfile, fp.prof.Name, "err", err)
+			if !waitBackoff(ctx, &backoff) {
+				return
+			}
+			continue
+		}
+		backoff = time.Second
+		fp.install(z)
+		z = fp.supervise(ctx, z)
+
+		stale := fp.detach(z)
+		if ctx.Err() == nil {
+			p.mu.Lock()
+			fp.serverError = "fork server exited; output: " + z.stderr.String()
+			p.mu.Unlock()
+		}
+		z.close()
+		for _, inst := range stale {
+			inst.destroy()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.j.log.Warn("fork server exited; starting another", logKeyProfile, fp.prof.Name, logKeyID, z.id)
+	}
+}
+
+// install makes z the pool's fork server and kicks the refill.
+func (fp *forkPool) install(z *forkServer) {
+	fp.p.mu.Lock()
+	defer fp.p.mu.Unlock()
+	fp.server = z
+	fp.serverStarts++
+	fp.serverBytes = z.memoryUsage()
+	fp.p.kick(fp.idleSet)
+}
+
+// supervise waits until the pool's fork server dies or ctx ends, and
+// replaces the server with a successor each time it reaches
+// warm.recycle_after forks. It returns the server in place at the end.
+func (fp *forkPool) supervise(ctx context.Context, z *forkServer) *forkServer {
+	p := fp.p
+	limit := int64(fp.prof.Warm.RecycleAfter)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-z.done:
+			return z
+		case <-ctx.Done():
+			return z
+		case <-tick.C:
+		}
+		if limit <= 0 || z.forks.Load() < limit {
+			continue
+		}
+		next, err := p.j.startForkServer(ctx, fp.prof)
+		if err != nil {
+			// Keep the old one; try again at a later tick.
+			if ctx.Err() == nil {
+				p.j.log.Warn("starting a successor fork server", logKeyProfile, fp.prof.Name, "err", err)
+			}
+			continue
+		}
+		stale := fp.detach(z)
+		fp.install(next)
+		p.mu.Lock()
+		fp.recycles++
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func(old *forkServer) {
+			defer p.wg.Done()
+			for _, inst := range stale {
+				inst.destroy()
+			}
+			old.retire(ctx)
+		}(z)
+		p.j.log.Info("fork server recycled", logKeyProfile, fp.prof.Name, "old", z.id, "new", next.id)
+		z = next
+	}
+}
+
+// detach makes z no longer the pool's fork server and takes z's idle
+// children out of the pool; the caller destroys them.
+func (fp *forkPool) detach(z *forkServer) []*instance {
+	fp.p.mu.Lock()
+	defer fp.p.mu.Unlock()
+	if fp.server == z {
+		fp.server = nil
+		fp.serverBytes = 0
+	}
+	var stale []*instance
+	kept := fp.idle[:0]
+	for _, inst := range fp.idle {
+		if fb, ok := inst.body.(*forkedBody); ok && fb.server == z {
+			stale = append(stale, inst)
+			fp.idleBytes -= inst.idle.bytes
+			fp.discarded++
+		} else {
+			kept = append(kept, inst)
+		}
+	}
+	fp.idle = kept
+	return stale
+}
+
+func (fp *forkPool) status() ProfileStatus {
+	st := fp.baseStatus()
+	fs := &ForkServerStatus{
+		State: "starting", Starts: fp.serverStarts, Recycles: fp.recycles,
+		MemoryBytes: fp.serverBytes, OnDemand: fp.onDemand, LastError: fp.serverError,
+	}
+	if z := fp.server; z != nil {
+		fs.State, fs.ID, fs.Forks = "running", z.id, z.forks.Load()
+		fs.UptimeSeconds = int64(time.Since(z.created).Seconds())
+		fs.WarmupError = z.warmupError
+	}
+	for _, inst := range fp.idle {
+		if inst.isWarmed() {
+			fs.Warmed++
+		}
+	}
+	st.ForkServer = fs
+	return st
+}

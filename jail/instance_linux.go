@@ -1,0 +1,472 @@
+//go:build linux && cgo
+
+package jail
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+
+	"github.com/pyjail/pyjail/jail/pyrunner"
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/changes"
+)
+
+// instance is one jail whose runner waits for its code, of any kind: a
+// started container (container_linux.go) or a child of a fork server
+// (forked_linux.go). What the kinds share is here: the runner protocol
+// (control pipes, capped output, ready, exec, reply), the wait for the
+// outcome, the counters and the verdict. What differs is its body.
+//
+// An instance serves one exec and is then destroyed. It is not safe for
+// concurrent use, except that destroy may race the end of exec and that
+// the fields under idle belong to the pool that holds it.
+type instance struct {
+	j       *Jail
+	id      string
+	profile policy.Profile
+	body    body
+	created time.Time
+
+	// The runner protocol.
+	ctlIn    *os.File      // the supervisor's end of the runner's fd 3
+	messages chan message  // lines from the runner's fd 4
+	exited   chan waitDone // closed after the first process's exit is known
+	exitAt   time.Time     // when it was known; written before exited closes
+	replyAt  time.Time     // when the reply came, if it did
+	stdout   *cappedBuffer
+	stderr   *cappedBuffer
+	drained  sync.WaitGroup
+	flooded  chan struct{}
+	floodOne sync.Once
+	landlock string
+
+	// cpuAtReady is the cgroup's CPU time when the code's clock started,
+	// so that a pooled jail's boot and warm-up are not charged to the code.
+	cpuAtReady uint64
+	// memoryLimit is the cgroup's memory limit, for verdict messages.
+	memoryLimit int64
+
+	ws     workspaceMount
+	idle   idleState
+	timing Timing
+
+	destroyOne sync.Once
+}
+
+// body is what differs between the kinds of jail.
+type body interface {
+	// kill sends SIGKILL to the jail's first process, the init of its pid
+	// namespace, which takes every other process with it.
+	kill()
+	// release frees what the jail holds once its processes are gone.
+	release()
+	// cgroup is the manager of the jail's own cgroup.
+	cgroup() (cgroups.Manager, error)
+	// lost is told that the jail died before its run finished, before the
+	// run tries another jail.
+	lost(ctx context.Context)
+}
+
+// workspaceMount is the workspace a jail has mounted.
+type workspaceMount struct {
+	// dir is the host path, or "" for none; ino its inode when mounted: a
+	// snapshot restore swaps the directory for another.
+	dir string
+	ino uint64
+	// before is the tree as it was before the code ran.
+	before changes.Tree
+}
+
+type message struct {
+	msg pyrunner.Message
+	err error
+}
+
+// waitDone is how a jail's first process ended: an exit code, or the name
+// of the signal that killed it (code -1 then).
+type waitDone struct {
+	code   int
+	signal string
+	// err explains an end the exit status cannot: a fork server that could
+	// not fork, or died.
+	err string
+}
+
+// errLostBeforeRun is returned by exec when the jail was gone before the
+// code reached it: nothing ran, so the code may run in another jail.
+var errLostBeforeRun = errors.New("jail exited before it received the code")
+
+// newInstance is a jail of prof before it has a body or a process.
+func (j *Jail) newInstance(prof policy.Profile, kind Kind) *instance {
+	inst := &instance{
+		j: j, id: newID(), profile: prof,
+		messages: make(chan message, 2),
+		exited:   make(chan waitDone, 1),
+		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		flooded:  make(chan struct{}),
+		created:  time.Now(),
+	}
+	inst.timing = Timing{ID: inst.id, Profile: prof.Name, Kind: kind, Created: inst.created}
+	return inst
+}
+
+// drainOutputs copies the jail's stdout and stderr into its capped buffers
+// until EOF, and kills the jail (through flooded) on a flood.
+func (inst *instance) drainOutputs(outR, errR *os.File) {
+	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
+	floodLimit := inst.profile.Limits.OutputBytes * floodFactor
+	inst.drained.Add(2)
+	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
+	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+}
+
+// awaitReady waits up to timeout for the runner's "ready" and reports the
+// jail's start to the timing hook.
+func (inst *instance) awaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case m := <-inst.messages:
+		if m.err != nil || m.msg.Type != "ready" {
+			return inst.bootFailure(m)
+		}
+		inst.landlock = m.msg.Landlock
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the runner of %q: %w", inst.id, ctx.Err())
+	}
+	inst.timing.Start = time.Since(inst.created)
+	return nil
+}
+
+// ready records the jail's start in its timing and tells the hook.
+func (inst *instance) ready() {
+	inst.timing.StartCPU = time.Duration(inst.cpuAtReady)
+	inst.timing.Event = EventReady
+	inst.j.report(inst.timing)
+}
+
+// bootFailure explains a runner that died or misbehaved before "ready".
+func (inst *instance) bootFailure(m message) error {
+	inst.body.kill()
+	inst.drained.Wait()
+	detail := inst.stderr.String()
+	if len(detail) > 2000 {
+		detail = detail[len(detail)-2000:]
+	}
+	if m.err != nil {
+		return fmt.Errorf("runner in %q failed to boot: %w; stderr: %s", inst.id, m.err, detail)
+	}
+	return fmt.Errorf("runner in %q sent %q before ready; stderr: %s", inst.id, m.msg.Type, detail)
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// readMessages decodes the runner's control lines. Lines are capped so a
+// compromised runner cannot make the supervisor buffer without bound. A
+// forked jail's "warmed" note goes to onWarmed instead of out.
+func readMessages(r *os.File, out chan<- message, onWarmed func()) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m pyrunner.Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			select {
+			case out <- message{err: fmt.Errorf("decoding runner message: %w", err)}:
+			default:
+			}
+			return
+		}
+		if m.Type == "warmed" && onWarmed != nil {
+			onWarmed()
+			continue
+		}
+		select {
+		case out <- message{msg: m}:
+		default:
+			// More than ready+reply: the runner is not following the
+			// protocol; drop the surplus rather than block.
+		}
+	}
+	final := message{err: io.EOF}
+	if err := sc.Err(); err != nil {
+		final = message{err: fmt.Errorf("reading runner messages: %w", err)}
+	}
+	// Never block: nobody reads after the run is over.
+	select {
+	case out <- final:
+	default:
+	}
+}
+
+// outcome is how the wait for a run ended, before counters and verdict.
+type outcome struct {
+	done     waitDone
+	exited   bool
+	reply    *pyrunner.Reply
+	timedOut bool
+	flooded  bool
+	// messagesDone: the control pipe reached EOF (or garbage); no reply
+	// can come any more.
+	messagesDone bool
+	wall         time.Duration
+}
+
+// exec runs code in the jail: steps 6 to 8 of the package doc. It sends
+// the code, waits for the outcome under the deadline, and builds the
+// result from the runner's reply and the cgroup's counters. Outcomes of
+// the code are in the result; an error means the sandbox failed (or
+// errLostBeforeRun: nothing ran), or ctx ended.
+func (inst *instance) exec(ctx context.Context, code string, timeout time.Duration) (*record.Result, error) {
+	if inst.ws.dir != "" {
+		before, err := changes.Scan(ctx, inst.ws.dir, workspaceLimits())
+		if err != nil {
+			return nil, fmt.Errorf("scanning workspace %q: %w", inst.ws.dir, err)
+		}
+		inst.ws.before = before
+	}
+	start := time.Now()
+	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code}); err != nil {
+		// The runner reads a whole line before it runs anything: a failed
+		// write means the jail died before the code could run.
+		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)
+	}
+	inst.ctlIn.Close()
+
+	out, ctxErr := inst.await(ctx, timeout)
+	out.wall = time.Since(start)
+	if !inst.replyAt.IsZero() {
+		inst.timing.Reply = inst.replyAt.Sub(start)
+	}
+	t := time.Now()
+	inst.drainOutput()
+	inst.timing.Drain = time.Since(t)
+	if ctxErr != nil {
+		return nil, fmt.Errorf("running %q: %w", inst.id, ctxErr)
+	}
+	if out.exited && out.done.err != "" && out.reply == nil && !out.timedOut && !out.flooded {
+		return nil, fmt.Errorf("%w: running %q: %s", errForkServerDown, inst.id, out.done.err)
+	}
+	return inst.result(ctx, out, timeout), nil
+}
+
+// await waits for the run to end: the jail's exit, its reply and EOF on
+// its output, the deadline, an output flood, or ctx. On the deadline, a
+// flood or ctx it kills the whole jail and waits for its exit.
+func (inst *instance) await(ctx context.Context, timeout time.Duration) (outcome, error) {
+	var out outcome
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	// outputsDone is armed once the runner has replied: the run is over
+	// when its output streams reach EOF too. The runner closes them before
+	// replying; a child that still holds them keeps the run going until
+	// the jail exits.
+	var outputsDone <-chan struct{}
+	outputs := make(chan struct{})
+	go func() { inst.drained.Wait(); close(outputs) }()
+	messages := inst.messages
+	var ctxErr error
+wait:
+	for {
+		select {
+		case out.done = <-inst.exited:
+			out.exited = true
+			break wait
+		case m := <-messages:
+			if m.err != nil {
+				messages = nil // EOF or garbage: the exit decides now
+				out.messagesDone = true
+				continue
+			}
+			if m.msg.Type == "reply" && out.reply == nil {
+				out.reply, inst.replyAt = m.msg.Reply, time.Now()
+				// Returning before the exit spares the caller the kernel's
+				// teardown of a large address space (tens of ms with the
+				// scientific stack loaded). Workspace runs still wait, so
+				// no process can touch the workspace after its scan.
+				if inst.ws.dir == "" {
+					outputsDone = outputs
+				}
+			}
+		case <-outputsDone:
+			break wait
+		case <-timer.C:
+			out.timedOut = true
+			break wait
+		case <-inst.flooded:
+			out.flooded = true
+			break wait
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
+		}
+	}
+	if out.timedOut || out.flooded || ctxErr != nil {
+		// SIGKILL to the pid namespace's init kills every process in it.
+		inst.body.kill()
+		out.done = <-inst.exited
+		out.exited = true
+	}
+	return out, ctxErr
+}
+
+// result builds the record of a finished run: output, exit status,
+// counters, workspace changes and the verdict.
+func (inst *instance) result(ctx context.Context, out outcome, timeout time.Duration) *record.Result {
+	res := &record.Result{
+		Profile: inst.profile.Name,
+		Stdout:  inst.stdout.String(),
+		Stderr:  inst.stderr.String(),
+		WallMS:  out.wall.Milliseconds(),
+		Truncated: record.Truncated{
+			Stdout: inst.stdout.Truncated(),
+			Stderr: inst.stderr.Truncated(),
+		},
+	}
+	reply := out.reply
+	if out.exited {
+		res.ExitCode, res.Signal = out.done.code, out.done.signal
+		if reply == nil && !out.messagesDone {
+			reply = inst.awaitReply()
+		}
+	} else {
+		// The runner exits with the status it reported, right after.
+		res.ExitCode = reply.ExitCode
+	}
+	t := time.Now()
+	c := inst.readCounters()
+	inst.timing.Counters = time.Since(t)
+	res.CPUMS = int64(c.cpuNS-min(c.cpuNS, inst.cpuAtReady)) / 1e6
+	res.PeakMemoryBytes = int64(c.peakBytes)
+	if inst.ws.dir != "" {
+		changes, err := diffTree(ctx, inst.ws.dir, inst.ws.before)
+		if err != nil {
+			inst.j.log.Warn("scanning workspace changes", logKeyID, inst.id, "err", err)
+		} else {
+			res.Files = &changes
+		}
+	}
+	limits := inst.profile.Limits
+	classify(res, classifyInput{
+		reply: reply, timedOut: out.timedOut, flooded: out.flooded, timeout: timeout,
+		oomKills: c.oomKills, memoryLimit: c.memoryLimit,
+		cpuLimit: limits.EffectiveCPUTime(timeout), outputLimit: limits.OutputBytes,
+	})
+	inst.timing.Wall, inst.timing.Verdict = out.wall, res.Verdict
+	inst.j.log.Info("run finished", logKeyID, inst.id, logKeyProfile, inst.profile.Name,
+		logKeyVerdict, string(res.Verdict), logKeyWallMS, res.WallMS)
+	return res
+}
+
+// awaitReply returns the runner's reply once its control pipe is closed.
+// Every process of the jail is dead by now, so EOF comes at once; the
+// bound only guards against a kernel that keeps a pipe open.
+func (inst *instance) awaitReply() *pyrunner.Reply {
+	var reply *pyrunner.Reply
+	timeout := time.After(waitDelay)
+	for {
+		select {
+		case m := <-inst.messages:
+			if m.err != nil {
+				return reply
+			}
+			if m.msg.Type == "reply" && reply == nil {
+				reply = m.msg.Reply
+			}
+		case <-timeout:
+			return reply
+		}
+	}
+}
+
+// drainOutput waits for the output pipes to reach EOF, but at most
+// waitDelay: a process that escaped the kill must not hang the server.
+func (inst *instance) drainOutput() {
+	ch := make(chan struct{})
+	go func() { inst.drained.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(waitDelay):
+		inst.j.log.Warn("output pipes still open after exit", logKeyID, inst.id)
+	}
+}
+
+// markExited delivers how the jail's first process ended, once.
+func (inst *instance) markExited(d waitDone) {
+	inst.exitAt = time.Now()
+	inst.exited <- d
+	close(inst.exited)
+}
+
+// dead reports whether the runner has already exited (an idle jail that
+// died cannot serve a request).
+func (inst *instance) dead() bool {
+	select {
+	case <-inst.exited:
+		// destroy still works: a drained, closed channel never blocks.
+		return true
+	default:
+		return false
+	}
+}
+
+// destroy kills whatever is left and frees the jail (step 9): its
+// processes, cgroups and state. It is idempotent, and reports the jail's
+// timing once it is gone.
+func (inst *instance) destroy() {
+	inst.destroyOne.Do(func() {
+		t := time.Now()
+		inst.body.kill()
+		exited := false
+		select {
+		case <-inst.exited:
+			exited = true
+		case <-time.After(waitDelay):
+		}
+		inst.ctlIn.Close()
+		inst.body.release()
+		inst.timing.Destroy = time.Since(t)
+		if exited && !inst.replyAt.IsZero() && inst.exitAt.After(inst.replyAt) {
+			// The runner exits by itself right after its reply (the kill
+			// above only meets a process already on its way out): this is
+			// how long the kernel took to tear it down and report it.
+			inst.timing.Exit = inst.exitAt.Sub(inst.replyAt)
+		}
+		inst.timing.Event = EventDone
+		inst.j.report(inst.timing)
+	})
+}
+
+func exitStatus(st *os.ProcessState) (code int, signal string) {
+	if st == nil {
+		return -1, ""
+	}
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if !ok {
+		return st.ExitCode(), ""
+	}
+	if ws.Signaled() {
+		return -1, unix.SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}
