@@ -19,6 +19,7 @@ type classifyInput struct {
 	timedOut    bool
 	flooded     bool
 	timeout     time.Duration
+	queued      time.Duration // spent waiting for admission before the run
 	oomKills    uint64
 	memoryLimit int64
 	cpuLimit    time.Duration
@@ -46,6 +47,10 @@ func classify(res *record.Result, in classifyInput) {
 	case in.reply != nil && in.reply.Status == pyrunner.StatusMemoryError:
 		res.Verdict = record.VerdictMemoryLimit
 		res.Message = fmt.Sprintf("memory limit of %s exceeded (peak %s): MemoryError", limit, peak)
+	case in.timedOut && in.queued > 0:
+		res.Verdict = record.VerdictTimeout
+		res.Message = fmt.Sprintf("wall-clock limit of %s exceeded (%s of it waiting for a free jail); every process of the run was killed",
+			formatDuration(in.timeout+in.queued), formatDuration(in.queued))
 	case in.timedOut:
 		res.Verdict = record.VerdictTimeout
 		res.Message = fmt.Sprintf("wall-clock limit of %s exceeded; every process of the run was killed", formatDuration(in.timeout))

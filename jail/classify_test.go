@@ -29,6 +29,12 @@ func TestClassify(t *testing.T) {
 			in:          classifyInput{reply: &pyrunner.Reply{Status: pyrunner.StatusError, Exception: "ValueError", Message: "bad"}},
 			wantVerdict: record.VerdictError, wantMsg: "the code raised ValueError: bad",
 		},
+		"timeout after a wait for a slot names the whole limit": {
+			res:         record.Result{Signal: "SIGKILL", ExitCode: -1},
+			in:          classifyInput{timedOut: true, timeout: 3 * time.Second, queued: 2 * time.Second},
+			wantVerdict: record.VerdictTimeout, wantMsg: "wall-clock limit of 5 s exceeded (2 s of it waiting for a free jail)",
+			wantErr: ErrTimeout,
+		},
 		"oom kill wins over everything": {
 			res:         record.Result{Signal: "SIGKILL", ExitCode: -1, PeakMemoryBytes: 256 * policy.MiB},
 			in:          classifyInput{oomKills: 1, memoryLimit: 256 * policy.MiB, timedOut: true},

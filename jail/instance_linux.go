@@ -237,7 +237,8 @@ type outcome struct {
 // result from the runner's reply and the cgroup's counters. Outcomes of
 // the code are in the result; an error means the sandbox failed (or
 // errLostBeforeRun: nothing ran), or ctx ended.
-func (inst *instance) exec(ctx context.Context, code string, timeout time.Duration) (*record.Result, error) {
+func (inst *instance) exec(ctx context.Context, req record.Request, timeout time.Duration) (*record.Result, error) {
+	code := req.Code
 	if inst.ws.dir != "" {
 		before, err := changes.Scan(ctx, inst.ws.dir, workspaceLimits())
 		if err != nil {
@@ -267,7 +268,7 @@ func (inst *instance) exec(ctx context.Context, code string, timeout time.Durati
 	if out.exited && out.done.err != "" && out.reply == nil && !out.timedOut && !out.flooded {
 		return nil, fmt.Errorf("%w: running %q: %s", errForkServerDown, inst.id, out.done.err)
 	}
-	return inst.result(ctx, out, timeout), nil
+	return inst.result(ctx, out, timeout, req.Queued), nil
 }
 
 // await waits for the run to end: the jail's exit, its reply and EOF on
@@ -332,7 +333,7 @@ wait:
 
 // result builds the record of a finished run: output, exit status,
 // counters, workspace changes and the verdict.
-func (inst *instance) result(ctx context.Context, out outcome, timeout time.Duration) *record.Result {
+func (inst *instance) result(ctx context.Context, out outcome, timeout, queued time.Duration) *record.Result {
 	res := &record.Result{
 		Profile: inst.profile.Name,
 		Stdout:  inst.stdout.String(),
@@ -368,7 +369,7 @@ func (inst *instance) result(ctx context.Context, out outcome, timeout time.Dura
 	}
 	limits := inst.profile.Limits
 	classify(res, classifyInput{
-		reply: reply, timedOut: out.timedOut, flooded: out.flooded, timeout: timeout,
+		reply: reply, timedOut: out.timedOut, flooded: out.flooded, timeout: timeout, queued: queued,
 		oomKills: c.oomKills, memoryLimit: c.memoryLimit,
 		cpuLimit: limits.EffectiveCPUTime(timeout), outputLimit: limits.OutputBytes,
 	})

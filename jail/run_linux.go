@@ -65,7 +65,7 @@ func (j *Jail) run(ctx context.Context, req record.Request, sources ...source) (
 		if err != nil {
 			return nil, err
 		}
-		res, err := inst.exec(ctx, req.Code, timeout)
+		res, err := inst.exec(ctx, req, timeout)
 		if attempt < runAttempts && ctx.Err() == nil &&
 			(errors.Is(err, errForkServerDown) || errors.Is(err, errLostBeforeRun)) {
 			// The jail died under the code (its fork server went, taking it

@@ -21,7 +21,11 @@
 //     HostReport), if the code is empty or larger than the profile's
 //     code_bytes;
 //  3. clamp the timeout to the profile's maximum, saying so in the result;
-//  4. wait for one of Policy.MaxConcurrent jail slots;
+//  4. wait for one of Policy.MaxConcurrent jail slots (admission.go, the
+//     server's one limit on runs), first come first served, in a queue of
+//     at most Policy.MaxQueued; the call's timeout counts the wait, so a
+//     call that cannot start in time gets verdict timeout at its deadline,
+//     and one that finds the queue full is refused at once;
 //  5. for the workspace profile, hold the workspace lock shared, so that a
 //     snapshot or restore, which hold it exclusively, never interleaves;
 //  6. call Runner.Run with the call's context (cancelled when the client

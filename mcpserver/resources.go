@@ -124,6 +124,7 @@ type statusReport struct {
 	Profiles      map[record.Profile]profileStatus `json:"profiles"`
 	MaxConcurrent int                              `json:"max_concurrent"`
 	RunsInFlight  int                              `json:"runs_in_flight"`
+	Queue         admissionStatus                  `json:"queue"`
 	Workspace     string                           `json:"workspace,omitempty"`
 	Snapshots     snapshotStatus                   `json:"snapshots"`
 	Isolation     isolationStatus                  `json:"isolation"`
@@ -147,9 +148,10 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		version = "dev"
 	}
 	refusal := s.refusal()
+	queue := s.admit.status()
 	st := statusReport{
 		Server: "pyjail", Version: version, Ready: refusal == "", Refusal: refusal,
-		Profiles: s.profiles(), MaxConcurrent: cap(s.runSlots), RunsInFlight: len(s.runSlots),
+		Profiles: s.profiles(), MaxConcurrent: queue.Slots, RunsInFlight: queue.Running, Queue: queue,
 		Time: time.Now().UTC(),
 	}
 	if s.ws != nil {

@@ -41,6 +41,7 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		prof, profile = s.workspace, record.ProfileWorkspace
 	}
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
 		var a runArgs
 		if res := s.args(req, &a); res != nil {
 			return res, nil
@@ -73,15 +74,25 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 			rreq.Workspace = s.cfg.Workspace
 		}
 
-		// Take a jail slot before the workspace lock: a run waiting for a
-		// slot must not hold up a restore.
-		select {
-		case s.runSlots <- struct{}{}:
-			defer func() { <-s.runSlots }()
-		case <-ctx.Done():
+		// The caller's timeout bounds the whole call, the wait for a slot
+		// included: a call that cannot start in time is answered at its
+		// deadline, never later. The slot comes before the workspace lock,
+		// so that a run waiting for one does not hold up a restore.
+		release, waited, err := s.admit.acquire(ctx, start.Add(timeout))
+		switch {
+		case errors.Is(err, errQueueFull):
+			tr.Error = err.Error()
+			return mcp.NewToolResultError(tool + ": " + err.Error()), nil
+		case errors.Is(err, errQueueTimeout):
+			res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1, Message: err.Error()}
+			tr.Verdict, tr.Error = string(res.Verdict), res.Message
+			return runResult(res, clampNote), nil
+		case err != nil:
 			tr.Error = "cancelled while waiting for a jail slot"
 			return ctxErr(ctx, tool), nil
 		}
+		defer release()
+		rreq.Timeout, rreq.Queued = timeout-waited, waited
 		if rreq.Workspace != "" {
 			s.wsMu.RLock()
 			defer s.wsMu.RUnlock()

@@ -398,3 +398,65 @@ func TestProgressNotifications(t *testing.T) {
 		t.Errorf("%d progress notifications without a token", after-before)
 	}
 }
+
+// TestQueuedCallAnsweredAtItsDeadline is the regression test of issue 11's
+// admission finding: a call's timeout bounds the whole call, its wait for
+// a slot included. Calls queued behind busy slots get verdict timeout at
+// their own deadline, naming the wait, not an answer after the runs ahead
+// of them; and the time a call queued is passed on, so that the run gets
+// only what is left.
+func TestQueuedCallAnsweredAtItsDeadline(t *testing.T) {
+	const slots = 2
+	h := newHarness(t, func(c *Config) {
+		c.Policy.MaxConcurrent = slots
+		c.Runner = &fake.Runner{Block: true}
+	})
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Go(func() { h.call(toolRunPython, map[string]any{"code": "print(1)", "timeout": 30}) })
+	}
+	waitFor(t, "the slots to fill", func() bool { return h.runner.InFlight() == slots })
+
+	start := time.Now()
+	res := h.call(toolRunPython, map[string]any{"code": "print(2)", "timeout": 0.5})
+	took := time.Since(start)
+	if !res.IsError || took < 500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("queued call answered after %s (isError %v): %s", took, res.IsError, text(res))
+	}
+	rec := structuredAs[record.Result](t, res)
+	if rec.Verdict != record.VerdictTimeout {
+		t.Errorf("verdict %q, want timeout", rec.Verdict)
+	}
+	checkStructured(t, h.srv, res, &rec)
+	if msg := text(res); !strings.Contains(msg, "for one of 2 jail slots, with 2 runs ahead") {
+		t.Errorf("text %q does not say what the call waited for", msg)
+	}
+	var st statusReport
+	if err := json.Unmarshal([]byte(h.readResource(uriStatus)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Queue.TimedOut != 1 || st.Queue.Running != slots {
+		t.Errorf("status queue %+v, want 1 timed out and %d running", st.Queue, slots)
+	}
+	h.runner.Release()
+	wg.Wait()
+
+	// A call that waited hands the jail what is left of its timeout.
+	h2 := newHarness(t, func(c *Config) {
+		c.Policy.MaxConcurrent = 1
+		c.Runner = &fake.Runner{Block: true}
+	})
+	go h2.call(toolRunPython, map[string]any{"code": "print(1)"})
+	waitFor(t, "the slot to fill", func() bool { return h2.runner.InFlight() == 1 })
+	done := make(chan struct{})
+	go func() { defer close(done); h2.call(toolRunPython, map[string]any{"code": "print(2)", "timeout": 10}) }()
+	waitFor(t, "the call to queue", func() bool { return h2.srv.admit.status().Queued == 1 })
+	time.Sleep(300 * time.Millisecond)
+	h2.runner.Release()
+	<-done
+	reqs := h2.runner.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Queued < 300*time.Millisecond || last.Timeout > 10*time.Second-300*time.Millisecond || last.Timeout+last.Queued > 10*time.Second {
+		t.Errorf("queued call's request: timeout %s after %s queued, want the 10 s split between them", last.Timeout, last.Queued)
+	}
+}

@@ -105,8 +105,9 @@ type Server struct {
 	// because a snapshot of a half-written workspace, or a run that sees a
 	// half-restored one, is exactly what SPEC §6 forbids.
 	wsMu sync.RWMutex
-	// runSlots caps the executions in flight at Policy.MaxConcurrent.
-	runSlots chan struct{}
+	// admit caps the executions in flight at Policy.MaxConcurrent and
+	// queues up to Policy.MaxQueued more; it is the one such limit.
+	admit *admission
 
 	traces *traceRing
 
@@ -133,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	if s.workspace, err = cfg.Policy.Profile(record.ProfileWorkspace); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	s.runSlots = make(chan struct{}, max(1, cfg.Policy.MaxConcurrent))
+	s.admit = newAdmission(cfg.Policy.MaxConcurrent, cfg.Policy.MaxQueued)
 
 	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
 		return nil, err

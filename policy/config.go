@@ -27,6 +27,10 @@ type Config struct {
 	StateDir string `json:"state_dir"`
 	// MaxConcurrent caps the executions in flight at once; more wait.
 	MaxConcurrent int `json:"max_concurrent"`
+	// MaxQueued caps the executions waiting for one of those slots; a
+	// call that finds the queue full is refused at once. A waiting call
+	// waits no longer than its own timeout, which counts the wait.
+	MaxQueued int `json:"max_queued"`
 	// AllowDegraded names isolation layers the operator accepts as missing
 	// (see the layer names in package jail's host report). Without an entry
 	// here a missing required layer makes the server refuse to run code.
@@ -60,6 +64,7 @@ func Default() Config {
 		CgroupParent:  "/pyjail",
 		StateDir:      "/run/pyjail",
 		MaxConcurrent: 4,
+		MaxQueued:     64,
 	}
 }
 

@@ -128,6 +128,9 @@ func checkPaths(c Config) error {
 }
 
 func checkConcurrency(c Config) error {
+	if c.MaxQueued < 0 || c.MaxQueued > 10000 {
+		return fmt.Errorf("max_queued %d must be in [0, 10000]", c.MaxQueued)
+	}
 	if c.MaxConcurrent < 1 || c.MaxConcurrent > 256 {
 		return fmt.Errorf("max_concurrent %d must be in [1, 256]", c.MaxConcurrent)
 	}

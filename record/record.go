@@ -65,6 +65,10 @@ type Request struct {
 	// Timeout is the wall-clock limit; zero means the profile's default. The
 	// caller's context deadline, if earlier, wins.
 	Timeout time.Duration
+	// Queued is how long the call already waited for a free jail before
+	// this request: Timeout is then what is left of the caller's limit,
+	// and a timeout's message names the whole of it.
+	Queued time.Duration
 	// MemoryBytes overrides the profile's memory limit when nonzero; it may
 	// only lower it below the configured maximum.
 	MemoryBytes int64
