@@ -413,7 +413,7 @@ func TestQueuedCallAnsweredAtItsDeadline(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	for range slots {
-		wg.Go(func() { h.call(toolRunPython, map[string]any{"code": "print(1)", "timeout": 30}) })
+		wg.Go(func() { _, _ = h.c.CallTool(t.Context(), callReq(toolRunPython, map[string]any{"code": "print(1)", "timeout": 30})) })
 	}
 	waitFor(t, "the slots to fill", func() bool { return h.runner.InFlight() == slots })
 
@@ -446,10 +446,13 @@ func TestQueuedCallAnsweredAtItsDeadline(t *testing.T) {
 		c.Policy.MaxConcurrent = 1
 		c.Runner = &fake.Runner{Block: true}
 	})
-	go h2.call(toolRunPython, map[string]any{"code": "print(1)"})
+	go func() { _, _ = h2.c.CallTool(t.Context(), callReq(toolRunPython, map[string]any{"code": "print(1)"})) }()
 	waitFor(t, "the slot to fill", func() bool { return h2.runner.InFlight() == 1 })
 	done := make(chan struct{})
-	go func() { defer close(done); h2.call(toolRunPython, map[string]any{"code": "print(2)", "timeout": 10}) }()
+	go func() {
+		defer close(done)
+		_, _ = h2.c.CallTool(t.Context(), callReq(toolRunPython, map[string]any{"code": "print(2)", "timeout": 10}))
+	}()
 	waitFor(t, "the call to queue", func() bool { return h2.srv.admit.status().Queued == 1 })
 	time.Sleep(300 * time.Millisecond)
 	h2.runner.Release()
