@@ -413,7 +413,9 @@ func TestQueuedCallAnsweredAtItsDeadline(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	for range slots {
-		wg.Go(func() { _, _ = h.c.CallTool(t.Context(), callReq(toolRunPython, map[string]any{"code": "print(1)", "timeout": 30})) })
+		wg.Go(func() {
+			_, _ = h.c.CallTool(t.Context(), callReq(toolRunPython, map[string]any{"code": "print(1)", "timeout": 30}))
+		})
 	}
 	waitFor(t, "the slots to fill", func() bool { return h.runner.InFlight() == slots })
 
