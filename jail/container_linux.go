@@ -32,6 +32,9 @@ type containerSpec struct {
 	timeout   time.Duration // the run's wall-clock limit, for RLIMIT_CPU
 	memory    int64         // a lower memory limit than the profile's, or 0
 	preload   []string      // modules the runner imports before "ready"
+	// wsUserns is the nsfs path of the user namespace whose mapping an
+	// idmapped workspace mount uses, or "" for a plain (chowned) bind.
+	wsUserns string
 	// forkServer builds the container of a fork server (forked_linux.go).
 	forkServer bool
 }
@@ -77,6 +80,15 @@ func (j *Jail) startContainer(ctx context.Context, spec containerSpec) (_ *insta
 	if err := j.prepareWorkspace(ctx, inst, spec.workspace); err != nil { // 2
 		return nil, err
 	}
+	if inst.ws.plan.mode == wsModeIdmap {
+		ns, err := j.idmap.usernsFor(inst.ws.plan.owner)
+		if err != nil {
+			return nil, err
+		}
+		// Opened by libcontainer in this process, to idmap the mount it
+		// makes of the workspace.
+		spec.wsUserns = fmt.Sprintf("/proc/self/fd/%d", ns.Fd())
+	}
 	cfg := j.containerConfig(inst.id, spec)       // 3
 	c, err := j.createContainer(inst, cfg, &undo) // 4
 	if err != nil {
@@ -93,10 +105,11 @@ func (j *Jail) startContainer(ctx context.Context, spec containerSpec) (_ *insta
 }
 
 // prepareWorkspace checks the workspace directory, records its inode, and
-// gives it to the sandbox user (step 2). A container's working directory
-// is the workspace, so this must happen before the container starts: a
-// workspace the sandbox user cannot enter (mode 0700, say) would fail the
-// container's chdir.
+// makes it the sandbox user's (step 2): by an idmapped mount where the
+// filesystem supports one, or else by chowning it. A container's working
+// directory is the workspace, so this must happen before the container
+// starts: a workspace the sandbox user cannot enter (mode 0700, say) would
+// fail the container's chdir.
 func (j *Jail) prepareWorkspace(ctx context.Context, inst *instance, dir string) error {
 	if !inst.profile.Workspace || dir == "" {
 		return nil
@@ -105,8 +118,15 @@ func (j *Jail) prepareWorkspace(ctx context.Context, inst *instance, dir string)
 	if err != nil {
 		return err
 	}
-	inst.ws.dir, inst.ws.ino = abs, ino
-	return j.chownWorkspace(ctx, abs)
+	plan, err := j.idmap.plan(abs)
+	if err != nil {
+		return err
+	}
+	inst.ws.dir, inst.ws.ino, inst.ws.plan = abs, ino, plan
+	if plan.mode == wsModeChown {
+		return j.chownWorkspace(ctx, abs)
+	}
+	return nil
 }
 
 // createContainer creates the container under an absolute cgroup path and
@@ -288,6 +308,14 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 		pids := int64(j.cfg.Policy.MaxConcurrent+s.profile.Warm.Size) + 8
 		cg.PidsLimit = &pids
 	}
+	mounts := libcontainerMounts(table)
+	if s.wsUserns != "" {
+		for _, m := range mounts {
+			if m.Destination == record.WorkspaceMount {
+				m.IDMapping = &configs.MountIDMapping{UserNSPath: s.wsUserns}
+			}
+		}
+	}
 	return &configs.Config{
 		Rootfs:     j.cfg.Rootfs.Root,
 		Readonlyfs: true,
@@ -306,7 +334,7 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 		Capabilities:      caps,
 		NoNewPrivileges:   true,
 		ParentDeathSignal: int(unix.SIGKILL),
-		Mounts:            libcontainerMounts(table),
+		Mounts:            mounts,
 		Devices:           devices(),
 		MaskPaths:         rootfs.MaskedPaths(),
 		ReadonlyPaths:     rootfs.ReadonlyPaths(),

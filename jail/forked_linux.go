@@ -23,6 +23,7 @@ import (
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
 
@@ -380,6 +381,9 @@ type forkedBody struct {
 	server *forkServer
 	mgr    cgroups.Manager
 	pidfd  int // -1 until the child's pid is known
+	// sync is our end of the child's sync socket, kept by a child of a
+	// workspace profile to receive its workspace mount; nil otherwise.
+	sync *net.UnixConn
 }
 
 func (b *forkedBody) kill() {
@@ -389,6 +393,9 @@ func (b *forkedBody) kill() {
 }
 
 func (b *forkedBody) release() {
+	if b.sync != nil {
+		_ = b.sync.Close()
+	}
 	b.removeCgroup()
 	if b.pidfd >= 0 {
 		_ = unix.Close(b.pidfd)
@@ -451,9 +458,16 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool) (_
 		return nil, err
 	}
 	defer syncTheirs.Close()
-	defer func() { _ = hello.Close() }()
+	// A child of a workspace profile keeps the socket: its workspace comes
+	// on it with its code (attachWorkspace).
+	keepSync := z.prof.Workspace
+	defer func() {
+		if !keepSync || err != nil {
+			_ = hello.Close()
+		}
+	}()
 
-	if err := z.request(inst, warm, append(theirs, syncTheirs)); err != nil {
+	if err := z.request(inst, warm, keepSync, append(theirs, syncTheirs)); err != nil {
 		return nil, err
 	}
 	// From here the child exists, or will: its exit report reaches
@@ -475,6 +489,10 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool) (_
 		return nil, fmt.Errorf("releasing %q: %w", inst.id, err)
 	}
 
+	if keepSync {
+		fb.sync = hello
+		inst.ws.deferred = true
+	}
 	inst.ctlIn = ctlIn
 	inst.drainOutputs(outR, errR)
 	inst.idle.warmed = make(chan struct{})
@@ -549,7 +567,7 @@ func syncSocket(id string) (*os.File, *net.UnixConn, error) {
 
 // request asks the server for one child with the given descriptors, and
 // registers the child for the server's exit report.
-func (z *forkServer) request(inst *instance, warm bool, files []*os.File) error {
+func (z *forkServer) request(inst *instance, warm, workspace bool, files []*os.File) error {
 	z.mu.Lock()
 	if z.closed {
 		z.mu.Unlock()
@@ -559,7 +577,7 @@ func (z *forkServer) request(inst *instance, warm bool, files []*os.File) error 
 	seq := z.seq
 	z.pending[seq] = inst
 	z.mu.Unlock()
-	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm})
+	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm, Workspace: workspace})
 	fds := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = int(f.Fd())
@@ -622,6 +640,33 @@ func (z *forkServer) hello(ctx context.Context, inst *instance, conn *net.UnixCo
 		// sync socket makes it exit.
 		return 0, ctx.Err()
 	}
+}
+
+// attachWorkspace gives a forked jail that waits for one the workspace dir
+// (steps 2 and the workspace's part of 3 for a forked jail): it prepares
+// dir for the sandbox user, makes a detached mount of it as it is now (a
+// restored snapshot or another tenant's workspace included), and hands it
+// to the child on its sync socket; the child attaches it at
+// record.WorkspaceMount when its Exec comes, before it drops its
+// privileges.
+func (j *Jail) attachWorkspace(ctx context.Context, inst *instance, dir string) error {
+	fb, ok := inst.body.(*forkedBody)
+	if !ok || fb.sync == nil || !inst.ws.deferred {
+		return fmt.Errorf("jail %q cannot take a workspace now", inst.id)
+	}
+	if err := j.prepareWorkspace(ctx, inst, dir); err != nil {
+		return err
+	}
+	tree, err := j.idmap.detach(inst.ws.dir, inst.ws.plan.owner, inst.ws.plan.mode == wsModeIdmap)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	if _, _, err := fb.sync.WriteMsgUnix([]byte("w"), unix.UnixRights(int(tree.Fd())), nil); err != nil {
+		return fmt.Errorf("%w: handing the workspace to %q: %w", errLostBeforeRun, inst.id, err)
+	}
+	inst.ws.execPath = record.WorkspaceMount
+	return nil
 }
 
 // CPU weights of a jail that warms up while idle, and the defaults it

@@ -4,6 +4,7 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/pyjail/pyjail/policy"
@@ -29,6 +30,22 @@ type forkPool struct {
 }
 
 func (fp *forkPool) take(ctx context.Context, prof policy.Profile, req record.Request, _ time.Duration) (*instance, error) {
+	inst, err := fp.takeFork(ctx, prof, req)
+	if inst == nil || err != nil || !prof.Workspace || req.Workspace == "" {
+		return inst, err
+	}
+	if err := fp.p.j.attachWorkspace(ctx, inst, req.Workspace); err != nil {
+		fp.p.j.teardown(inst)
+		if errors.Is(err, errLostBeforeRun) {
+			return nil, nil // the child died while idle: the next source serves the run
+		}
+		return nil, err
+	}
+	return inst, nil
+}
+
+// takeFork returns an idle child, or one forked for the run on the spot.
+func (fp *forkPool) takeFork(ctx context.Context, prof policy.Profile, req record.Request) (*instance, error) {
 	if inst := fp.takeIdle(req); inst != nil {
 		return inst, nil
 	}

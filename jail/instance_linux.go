@@ -83,8 +83,13 @@ type body interface {
 type workspaceMount struct {
 	// dir is the host path, or "" for none; ino its inode when mounted: a
 	// snapshot restore swaps the directory for another.
-	dir string
-	ino uint64
+	dir  string
+	ino  uint64
+	plan workspacePlan
+	// deferred marks a forked jail that attaches its workspace when its
+	// code comes (attachWorkspace); execPath is then where, in the Exec.
+	deferred bool
+	execPath string
 	// before is the tree as it was before the code ran.
 	before changes.Tree
 }
@@ -247,7 +252,7 @@ func (inst *instance) exec(ctx context.Context, req record.Request, timeout time
 		inst.ws.before = before
 	}
 	start := time.Now()
-	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code}); err != nil {
+	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code, Workspace: inst.ws.execPath}); err != nil {
 		// The runner reads a whole line before it runs anything: a failed
 		// write means the jail died before the code could run.
 		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)

@@ -76,7 +76,10 @@ type Jail struct {
 	// filter compiled for its children to stack on top (see zygote).
 	forkSeccomp *configs.Seccomp
 	seccompBPF  []byte
-	teardowns   sync.WaitGroup
+	// idmap makes the workspace mounts of forked jails and the user
+	// namespaces of idmapped ones.
+	idmap     *idmapper
+	teardowns sync.WaitGroup
 	launcher
 }
 
@@ -108,6 +111,7 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		log:           log,
 		host:          Probe(),
 		containersDir: filepath.Join(cfg.Policy.StateDir, "containers"),
+		idmap:         newIdmapper(cfg.Policy.IDMap.SandboxHostID(), cfg.Policy.WorkspaceIdmap == "off"),
 	}
 	if missing := j.host.Missing(cfg.Policy.AllowDegraded); len(missing) > 0 {
 		return nil, missingError(missing)

@@ -67,7 +67,7 @@ func NewPool(j *Jail, workspace string) *Pool {
 			go fp.keepServer(ctx)
 		} else {
 			cp := &containerPool{idleSet: set}
-			set.maker = cp
+			set.maker, set.preMounted = cp, true
 			pl = cp
 		}
 		p.pools[name] = pl
@@ -98,6 +98,9 @@ type idleSet struct {
 	p     *Pool
 	prof  policy.Profile
 	maker maker
+	// preMounted: the pool's jails mount the pool's workspace when they
+	// start (containers), so only requests for it can take one.
+	preMounted bool
 
 	idle      []*instance
 	idleBytes int64
@@ -175,7 +178,9 @@ func (s *idleSet) popLocked(req record.Request) (*instance, []*instance) {
 	}
 	var wantWS string
 	var wantIno uint64
-	if s.prof.Workspace && req.Workspace != "" {
+	// A pre-started container has the pool's workspace mounted since it
+	// started; a forked jail attaches the request's when its code comes.
+	if s.preMounted && s.prof.Workspace && req.Workspace != "" {
 		ws, ino, err := checkWorkspace(req.Workspace)
 		if err != nil || ws != s.p.workspace {
 			return nil, nil
@@ -203,7 +208,7 @@ func (s *idleSet) popLocked(req record.Request) (*instance, []*instance) {
 		case !s.maker.acceptLocked(inst):
 			s.discarded++
 			stale = append(stale, inst)
-		case inst.ws.dir != wantWS || (wantWS != "" && inst.ws.ino != wantIno):
+		case !inst.ws.deferred && (inst.ws.dir != wantWS || (wantWS != "" && inst.ws.ino != wantIno)):
 			// The workspace was replaced (a snapshot restore swaps the
 			// directory) after this jail mounted it.
 			s.discarded++
@@ -324,9 +329,11 @@ func (cp *containerPool) take(ctx context.Context, _ policy.Profile, req record.
 	}
 	// The workspace may have changed while the jail waited (files written
 	// by the MCP tools belong to root until then).
-	if err := cp.p.j.chownWorkspace(ctx, inst.ws.dir); err != nil {
-		cp.p.j.teardown(inst)
-		return nil, err
+	if inst.ws.plan.mode == wsModeChown {
+		if err := cp.p.j.chownWorkspace(ctx, inst.ws.dir); err != nil {
+			cp.p.j.teardown(inst)
+			return nil, err
+		}
 	}
 	return inst, nil
 }

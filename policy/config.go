@@ -31,6 +31,11 @@ type Config struct {
 	// call that finds the queue full is refused at once. A waiting call
 	// waits no longer than its own timeout, which counts the wait.
 	MaxQueued int `json:"max_queued"`
+	// WorkspaceIdmap is "auto" (the default: workspaces are mounted
+	// idmapped where the filesystem supports it, so that nothing on the
+	// host is chowned) or "off" (always chown the workspace to the
+	// sandbox's host uid, as on filesystems without idmapped mounts).
+	WorkspaceIdmap string `json:"workspace_idmap,omitempty"`
 	// AllowDegraded names isolation layers the operator accepts as missing
 	// (see the layer names in package jail's host report). Without an entry
 	// here a missing required layer makes the server refuse to run code.

@@ -44,6 +44,14 @@ func forkServerRules() []Rule {
 				"filter: the jail filter each child stacks before its code refuses both calls again.",
 		},
 		{
+			Names:  []string{"move_mount"},
+			Action: ActAllow,
+			Why: "A child of a workspace profile attaches the workspace in its own mount namespace: the supervisor " +
+				"hands it a detached, nosuid,nodev,noexec (and idmapped) bind mount of the current workspace, and the " +
+				"child moves it onto /sandbox/workspace before it drops its privileges. The child cannot make such a " +
+				"mount itself (open_tree and mount_setattr stay denied), only place the one it was given.",
+		},
+		{
 			Names:  []string{"capget", "capset", "setgroups", "setresgid", "setresuid"},
 			Action: ActAllow,
 			Why:    "The child changes from the server's root in the user namespace to the sandbox user and clears its capability sets.",

@@ -56,9 +56,6 @@ func checkRequiredProfiles(c Config) error {
 		if p.Warm.Size < 0 || p.Warm.Refill < 0 || p.Warm.MemoryBudgetBytes < 0 || p.Warm.RecycleAfter < 0 {
 			errs = append(errs, fmt.Errorf("profile %q: warm pool settings must not be negative", name))
 		}
-		if p.Warm.ForkServer && p.Workspace {
-			errs = append(errs, fmt.Errorf("profile %q: fork_server needs a profile without a workspace", name))
-		}
 		if p.Warm.Size > 0 && p.Warm.Refill == 0 {
 			errs = append(errs, fmt.Errorf("profile %q: warm pool of %d needs refill >= 1", name, p.Warm.Size))
 		}
@@ -128,6 +125,11 @@ func checkPaths(c Config) error {
 }
 
 func checkConcurrency(c Config) error {
+	switch c.WorkspaceIdmap {
+	case "", "auto", "off":
+	default:
+		return fmt.Errorf("workspace_idmap %q must be \"auto\" or \"off\"", c.WorkspaceIdmap)
+	}
 	if c.MaxQueued < 0 || c.MaxQueued > 10000 {
 		return fmt.Errorf("max_queued %d must be in [0, 10000]", c.MaxQueued)
 	}

@@ -71,6 +71,15 @@ type ForkRequest struct {
 	// Warm asks the child to run ForkServer.Warmup before it is ready:
 	// right for a pool's idle jails, wasted on a jail a caller waits for.
 	Warm bool `json:"warm,omitempty"`
+	// Workspace makes the child of a workspace profile keep its sync
+	// socket and the privileges it holds in the jail's user namespace
+	// until its Exec: an Exec with Workspace set comes with a detached
+	// mount of the workspace on the sync socket (SCM_RIGHTS), which the
+	// child attaches (move_mount) before it drops them, installs its
+	// seccomp filter and Landlock, and runs the code. The fork server
+	// itself never has a workspace mounted, and one server serves every
+	// workspace (a restored one, another tenant's).
+	Workspace bool `json:"workspace,omitempty"`
 }
 
 // ForkExit is the fork server's report, on fd 4, that a child has ended.
@@ -122,6 +131,11 @@ type Mount struct {
 // Exec is the code to run.
 type Exec struct {
 	Code string `json:"code"`
+	// Workspace, for a forked child that was asked to wait for one
+	// (ForkRequest.Workspace), is where to attach the workspace mount that
+	// came on the sync socket just before this message; "" for a run
+	// without a workspace.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // Message is one line on fd 4.
