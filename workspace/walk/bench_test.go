@@ -3,6 +3,8 @@ package walk
 import (
 	"fmt"
 	"testing"
+
+	"github.com/pyjail/pyjail/workspace/walk/walktest"
 )
 
 // BenchmarkDepth walks a chain of directories, each holding one file, at
@@ -13,7 +15,7 @@ func BenchmarkDepth(b *testing.B) {
 	for _, depth := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprint(depth), func(b *testing.B) {
 			root := b.TempDir()
-			chain(b, root, "d", depth, true)
+			walktest.Chain(b, root, depth, "f")
 			lim := Limits{MaxDepth: depth}
 			entries := 2 * depth
 			b.ResetTimer()

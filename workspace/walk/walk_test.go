@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyjail/pyjail/workspace/walk/walktest"
 )
 
 // write creates root/rel with content, making its parents.
@@ -25,38 +27,6 @@ func write(t testing.TB, root, rel, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// chain makes depth nested directories named name below root with raw
-// mkdirat/openat, one level at a time, as a jail could: the path is far
-// longer than PATH_MAX and no path-based call could make it. Each level
-// also gets a file, when file is set.
-func chain(t testing.TB, root, name string, depth int, file bool) {
-	t.Helper()
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < depth; i++ {
-		if file {
-			ffd, err := unix.Openat(fd, "f", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			unix.Write(ffd, []byte("x"))
-			unix.Close(ffd)
-		}
-		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	unix.Close(fd)
 }
 
 func typeOf(fi fs.FileInfo) string {
@@ -263,7 +233,7 @@ func TestCheckPath(t *testing.T) {
 // quadratic in it).
 func TestDeepTree(t *testing.T) {
 	root := t.TempDir()
-	chain(t, root, "d", 2000, true)
+	walktest.Chain(t, root, 2000, "f")
 	const want = `workspace has more than 64 nested directories`
 	t.Run("system calls", func(t *testing.T) {
 		calls := 0
@@ -308,7 +278,7 @@ func TestDeepTree(t *testing.T) {
 // depth alone never makes a walk fail, and descriptors stay bounded.
 func TestDeepTreeWithinCeiling(t *testing.T) {
 	root := t.TempDir()
-	chain(t, root, "d", 1000, true)
+	walktest.Chain(t, root, 1000, "f")
 	u, err := Check(t.Context(), root, Limits{MaxDepth: 1000})
 	if err != nil {
 		t.Fatal(err)
