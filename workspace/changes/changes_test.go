@@ -111,30 +111,36 @@ func TestDiff(t *testing.T) {
 			want:   [3][]string{{"a\nb:" + sum("z")}, {}, {}},
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			root := t.TempDir()
-			tc.setup(t, root)
-			before, err := Scan(ctx, root, Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.change(t, root)
-			after, err := Scan(ctx, root, Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fc, err := Diff(ctx, root, before, after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, got := range [][]string{names(fc.Created), names(fc.Modified), names(fc.Deleted)} {
-				if got, want := got, tc.want[i]; !equal(got, want) {
-					t.Errorf("list %d = %q, want %q", i, got, want)
+		for _, method := range []string{"Diff", "Since"} {
+			t.Run(method+" "+name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				root := t.TempDir()
+				tc.setup(t, root)
+				before, err := Scan(ctx, root, Limits{})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				tc.change(t, root)
+				var fc record.FileChanges
+				if method == "Since" {
+					fc, err = Since(ctx, root, before, Limits{})
+				} else {
+					var after Tree
+					if after, err = Scan(ctx, root, Limits{}); err == nil {
+						fc, err = Diff(ctx, root, before, after)
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, got := range [][]string{names(fc.Created), names(fc.Modified), names(fc.Deleted)} {
+					if got, want := got, tc.want[i]; !equal(got, want) {
+						t.Errorf("list %d = %q, want %q", i, got, want)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -232,7 +238,7 @@ func TestScanDeepTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur.Close()
-	tree, err := Scan(t.Context(), root, Limits{})
+	tree, err := Scan(t.Context(), root, Limits{MaxDepth: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
