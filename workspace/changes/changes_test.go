@@ -97,6 +97,18 @@ func TestDiff(t *testing.T) {
 			},
 			want: [3][]string{{"fifo:"}, {}, {}},
 		},
+		"device recorded, never opened": {
+			setup: func(t *testing.T, root string) {},
+			change: func(t *testing.T, root string) {
+				if os.Geteuid() != 0 {
+					t.Skip("mknod of a device needs root")
+				}
+				if err := syscall.Mknod(filepath.Join(root, "dev"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			},
+			want: [3][]string{{"dev:"}, {}, {}},
+		},
 		"file replaced by symlink": {
 			setup: func(t *testing.T, root string) { write(t, root, "f", "x") },
 			change: func(t *testing.T, root string) {

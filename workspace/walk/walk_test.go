@@ -347,6 +347,18 @@ func TestOpenRegular(t *testing.T) {
 			setup:   func(t *testing.T, root string) { unix.Mkfifo(filepath.Join(root, "x"), 0o644) },
 			wantErr: ErrNotRegular,
 		},
+		"device": {
+			setup: func(t *testing.T, root string) {
+				if os.Geteuid() != 0 {
+					t.Skip("mknod of a device needs root")
+				}
+				// /dev/null's numbers: harmless if the check failed.
+				if err := unix.Mknod(filepath.Join(root, "x"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			},
+			wantErr: ErrNotRegular,
+		},
 		"swapped for a fifo": {
 			setup: func(t *testing.T, root string) { write(t, root, "x", "content") },
 			swap: func(t *testing.T, root string) {
