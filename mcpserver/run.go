@@ -271,6 +271,10 @@ func runText(res *record.Result, note string) string {
 			b.WriteString("[stderr truncated at the output limit]")
 		}
 	}
+	if f := res.Files; f != nil && f.Error != "" {
+		line()
+		b.WriteString("workspace changes not listed: " + f.Error)
+	}
 	if f := res.Files; f != nil && len(f.Created)+len(f.Modified)+len(f.Deleted) > 0 {
 		line()
 		b.WriteString("workspace files:")

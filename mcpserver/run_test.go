@@ -103,6 +103,16 @@ func TestRunTools(t *testing.T) {
 			wantTimeout: 5 * time.Second,
 			wantImages:  2,
 		},
+		"workspace changes not listed": {
+			tool: toolRunSandboxCode,
+			args: map[string]any{"code": "deep()"},
+			result: &record.Result{
+				Verdict: record.VerdictOK, Profile: record.ProfileWorkspace,
+				Files: &record.FileChanges{Error: `workspace has more than 64 nested directories (at "d/d"); the limit is 64`},
+			},
+			wantText:    []string{`workspace changes not listed: workspace has more than 64 nested directories (at "d/d"); the limit is 64`},
+			wantTimeout: 5 * time.Second,
+		},
 		"truncated output": {
 			tool:        toolRunPython,
 			args:        map[string]any{"code": "print('x'*10**7)"},

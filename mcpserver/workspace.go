@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/workspace/snapshot"
+	"github.com/pyjail/pyjail/workspace/walk"
 	"github.com/pyjail/pyjail/workspace/wsfs"
 )
 
@@ -30,6 +31,9 @@ const maxReadBytes = 1 << 20
 // error for anything that is not the caller's doing.
 func wsError(path string, err error) error {
 	switch {
+	case errors.Is(err, wsfs.ErrLinkInPath):
+		return fmt.Errorf("%w: path %q goes through a symbolic link, and files are never written through one; "+
+			"write to the path the link points to instead", errArgs, path)
 	case errors.Is(err, wsfs.ErrEscape):
 		return fmt.Errorf("%w: path %q is outside the workspace", errArgs, path)
 	case errors.Is(err, wsfs.ErrInvalidPath):
@@ -42,6 +46,18 @@ func wsError(path string, err error) error {
 		return fmt.Errorf("%w: %q: %w", errArgs, path, err)
 	}
 	return fmt.Errorf("accessing workspace path %q: %w", path, err)
+}
+
+// limitResult is the tool error for a workspace shape limit, in the
+// limit's own plain words plus what happened because of it, or nil if err
+// is not a limit. A limit is neither bad arguments nor a host failure: the
+// workspace (or the request) is too big, and the message says which limit.
+func limitResult(tool string, err error, then string) *mcp.CallToolResult {
+	var le *walk.LimitError
+	if !errors.As(err, &le) {
+		return nil
+	}
+	return mcp.NewToolResultErrorf("%s: %v; %s", tool, le, then)
 }
 
 // writeFileArgs are write_workspace_file's arguments; Encoding is "utf-8"
@@ -74,8 +90,14 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	// Shared, like a run: a write must not land in the middle of a restore.
 	s.wsMu.RLock()
 	defer s.wsMu.RUnlock()
-	fi, err := s.ws.WriteFile(a.Path, data)
-	if err != nil {
+	fi, err := s.ws.WriteFile(ctx, a.Path, data)
+	var le *walk.LimitError
+	switch {
+	case errors.As(err, &le) && le.Would:
+		return limitResult(toolWriteFile, err, "nothing was written"), nil
+	case errors.As(err, &le):
+		return limitResult(toolWriteFile, err, "nothing was written; remove files with run_sandbox_code or restore a snapshot first"), nil
+	case err != nil:
 		return toolError(toolWriteFile, wsError(a.Path, err))
 	}
 	return structured(fmt.Sprintf("wrote %s (%s, sha256 %s)", fi.Path, policy.FormatBytes(fi.Size), fi.SHA256), fi), nil
@@ -155,6 +177,8 @@ type fileList struct {
 	Path      string      `json:"path"`
 	Entries   []fileEntry `json:"entries"`
 	Truncated bool        `json:"truncated"`
+	// Reason says why a truncated listing stopped.
+	Reason string `json:"reason,omitempty"`
 }
 
 // listFiles serves list_workspace_files.
@@ -170,18 +194,25 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if rel == "" {
 		rel = "."
 	}
-	entries, err := s.ws.List(rel)
-	// Past wsfs's cap the listing is partial, not failed: say so and show
-	// what there is.
-	truncated := errors.Is(err, wsfs.ErrTooManyEntries)
-	if err != nil && !truncated {
+	entries, err := s.ws.List(ctx, rel)
+	// Past wsfs's cap, or at a shape limit (a tree too deep or too big,
+	// which a jail can make), the listing is partial, not failed: say so
+	// and show what there is.
+	var le *walk.LimitError
+	reason := ""
+	switch {
+	case errors.Is(err, wsfs.ErrTooManyEntries):
+		reason = "too many to list all; list a subdirectory"
+	case errors.As(err, &le):
+		reason = "the listing stopped because the " + le.Error()
+	case err != nil:
 		return toolError(toolListFiles, wsError(rel, err))
 	}
-	out := fileList{Path: rel, Entries: make([]fileEntry, 0, len(entries)), Truncated: truncated}
+	out := fileList{Path: rel, Entries: make([]fileEntry, 0, len(entries)), Truncated: reason != "", Reason: reason}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d entries under %s", len(entries), rel)
-	if truncated {
-		b.WriteString(" (too many to list all; list a subdirectory)")
+	if reason != "" {
+		b.WriteString(" (" + reason + ")")
 	}
 	for _, e := range entries {
 		out.Entries = append(out.Entries, fileEntry{Path: e.Path, Type: e.Type, Size: e.Size, ModTime: e.ModTime.UTC()})
@@ -248,6 +279,13 @@ func snapError(tool, id string, err error) (*mcp.CallToolResult, error) {
 	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
 		return mcp.NewToolResultErrorf("%s: %v", tool, err), nil
 	}
+	var le *walk.LimitError
+	switch {
+	case errors.As(err, &le) && le.Would:
+		return mcp.NewToolResultErrorf("%s: snapshot %q would take the workspace past its limits: %v; the workspace was not changed", tool, id, le), nil
+	case errors.As(err, &le):
+		return limitResult(tool, err, "compare a smaller workspace, or restore the snapshot to replace this one"), nil
+	}
 	return toolError(tool, fmt.Errorf("%s %q: %w", strings.TrimSuffix(tool, "_state_snapshot"), id, err))
 }
 
@@ -271,11 +309,14 @@ func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	s.wsMu.Lock()
 	defer s.wsMu.Unlock()
 	m, err := st.Create(ctx, a.Description)
+	var le *walk.LimitError
 	switch {
 	case errors.Is(err, snapshot.ErrTooMany):
 		return mcp.NewToolResultErrorf("%s: %v; delete old ones with delete_state_snapshot", toolCreateSnapshot, err), nil
 	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
 		return mcp.NewToolResultErrorf("%s: %v", toolCreateSnapshot, err), nil
+	case errors.As(err, &le):
+		return limitResult(toolCreateSnapshot, err, "no snapshot was stored; remove files with run_sandbox_code first"), nil
 	case err != nil:
 		return nil, fmt.Errorf("creating snapshot: %w", err)
 	}
@@ -328,6 +369,9 @@ type restoreReport struct {
 	Written   []string `json:"written"`
 	Deleted   []string `json:"deleted"`
 	Unchanged int      `json:"unchanged"`
+	// Note says why Deleted is incomplete: the workspace replaced was
+	// beyond its limits.
+	Note string `json:"note,omitempty"`
 }
 
 // restoreSnapshot serves restore_state_snapshot. The store makes the
@@ -350,10 +394,16 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	if err != nil {
 		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
 	}
-	out := restoreReport{Snapshot: toSnapMeta(r.Meta), Written: nonNil(r.Written), Deleted: nonNil(r.Deleted), Unchanged: len(r.Unchanged)}
+	out := restoreReport{
+		Snapshot: toSnapMeta(r.Meta), Written: nonNil(r.Written), Deleted: nonNil(r.Deleted),
+		Unchanged: len(r.Unchanged), Note: r.Note,
+	}
 	text := fmt.Sprintf("restored snapshot %s: %d file(s) written, %d deleted, %d unchanged",
 		out.Snapshot.ID, len(out.Written), len(out.Deleted), out.Unchanged)
 	text += listLine("written", out.Written) + listLine("deleted", out.Deleted)
+	if out.Note != "" {
+		text += "\nnote: " + out.Note
+	}
 	return structured(text, out), nil
 }
 

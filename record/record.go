@@ -139,6 +139,10 @@ type FileChanges struct {
 	Created  []FileInfo `json:"created"`
 	Modified []FileInfo `json:"modified"`
 	Deleted  []FileInfo `json:"deleted"`
+	// Error, when set, says in plain words why the lists are empty: the
+	// changes could not be listed, e.g. "workspace has more than 64
+	// nested directories (at \"d/d/…\"); the limit is 64".
+	Error string `json:"error,omitempty"`
 }
 
 // FileInfo describes one workspace file, by path relative to the workspace.

@@ -97,6 +97,18 @@ func TestDiff(t *testing.T) {
 			},
 			want: [3][]string{{"fifo:"}, {}, {}},
 		},
+		"device recorded, never opened": {
+			setup: func(t *testing.T, root string) {},
+			change: func(t *testing.T, root string) {
+				if os.Geteuid() != 0 {
+					t.Skip("mknod of a device needs root")
+				}
+				if err := syscall.Mknod(filepath.Join(root, "dev"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			},
+			want: [3][]string{{"dev:"}, {}, {}},
+		},
 		"file replaced by symlink": {
 			setup: func(t *testing.T, root string) { write(t, root, "f", "x") },
 			change: func(t *testing.T, root string) {
@@ -111,30 +123,36 @@ func TestDiff(t *testing.T) {
 			want:   [3][]string{{"a\nb:" + sum("z")}, {}, {}},
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			root := t.TempDir()
-			tc.setup(t, root)
-			before, err := Scan(ctx, root, Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.change(t, root)
-			after, err := Scan(ctx, root, Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fc, err := Diff(ctx, root, before, after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, got := range [][]string{names(fc.Created), names(fc.Modified), names(fc.Deleted)} {
-				if got, want := got, tc.want[i]; !equal(got, want) {
-					t.Errorf("list %d = %q, want %q", i, got, want)
+		for _, method := range []string{"Diff", "Since"} {
+			t.Run(method+" "+name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				root := t.TempDir()
+				tc.setup(t, root)
+				before, err := Scan(ctx, root, Limits{})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				tc.change(t, root)
+				var fc record.FileChanges
+				if method == "Since" {
+					fc, err = Since(ctx, root, before, Limits{})
+				} else {
+					var after Tree
+					if after, err = Scan(ctx, root, Limits{}); err == nil {
+						fc, err = Diff(ctx, root, before, after)
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, got := range [][]string{names(fc.Created), names(fc.Modified), names(fc.Deleted)} {
+					if got, want := got, tc.want[i]; !equal(got, want) {
+						t.Errorf("list %d = %q, want %q", i, got, want)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -232,7 +250,7 @@ func TestScanDeepTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur.Close()
-	tree, err := Scan(t.Context(), root, Limits{})
+	tree, err := Scan(t.Context(), root, Limits{MaxDepth: 300})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,4 +27,10 @@
 // never restore setuid, setgid or sticky bits, and never trust a
 // snapshot document: paths are validated, content is checked against its
 // SHA-256 before anything is swapped in, and sizes are bounded by Limits.
+// The workspace is walked with workspace/walk (descriptor-relative, so
+// linear in its entries whatever its depth) within the shape limits it
+// shares with the file tools and the jail, Limits.Shape: Create and Diff
+// refuse a workspace beyond them, Restore refuses a snapshot that would
+// exceed them and replaces a workspace that does. Comparing files with the
+// workspace reads no more than the snapshot's own bytes.
 package snapshot

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pyjail/pyjail/workspace/walk"
 )
 
 // formatV1 tags the document layout so a future change is detectable.
@@ -212,6 +214,7 @@ type visitor struct {
 type decodeLimits struct {
 	maxFiles int
 	maxBytes int64
+	shape    walk.Limits
 }
 
 // decodeDoc streams a snapshot document from r, validating as it goes,
@@ -274,8 +277,14 @@ func decodeDoc(r io.Reader, wantID string, lim decodeLimits, v visitor) (Meta, e
 				if d.Mode&^0o777 != 0 {
 					return tampered(wantID, "directory %q has mode %#o beyond permission bits", d.Path, d.Mode)
 				}
+				if err := lim.shape.CheckPath(d.Path, true); err != nil {
+					return fmt.Errorf("loading snapshot %q: %w", wantID, err)
+				}
 				if why := paths.add(d.Path, true); why != "" {
 					return tampered(wantID, "directory %q %s", d.Path, why)
+				}
+				if err := (walk.Usage{}).CheckAdd(lim.shape, int64(paths.entries), total); err != nil {
+					return fmt.Errorf("loading snapshot %q: %w", wantID, err)
 				}
 				if paths.len() > 2*lim.maxFiles {
 					return fmt.Errorf("loading snapshot %q: more than %d entries: %w", wantID, 2*lim.maxFiles, ErrTooLarge)
@@ -298,8 +307,14 @@ func decodeDoc(r io.Reader, wantID string, lim decodeLimits, v visitor) (Meta, e
 				if err != nil {
 					return err
 				}
+				if err := lim.shape.CheckPath(rec.Path, false); err != nil {
+					return fmt.Errorf("loading snapshot %q: %w", wantID, err)
+				}
 				if why := paths.add(rec.Path, false); why != "" {
 					return tampered(wantID, "file %q %s", rec.Path, why)
+				}
+				if err := (walk.Usage{}).CheckAdd(lim.shape, int64(paths.entries), total+rec.Size); err != nil {
+					return fmt.Errorf("loading snapshot %q: %w", wantID, err)
 				}
 				files++
 				total += rec.Size
@@ -324,7 +339,7 @@ func decodeDoc(r io.Reader, wantID string, lim decodeLimits, v visitor) (Meta, e
 		case derr == nil:
 		case errors.As(derr, &ve):
 			return Meta{}, ve.err
-		case errors.Is(derr, ErrTampered), errors.Is(derr, ErrTooLarge):
+		case errors.Is(derr, ErrTampered), errors.Is(derr, ErrTooLarge), isLimit(derr):
 			return Meta{}, derr
 		default:
 			return Meta{}, tampered(wantID, "member %q: %v", key, derr)
@@ -363,6 +378,9 @@ func (e visitErr) Error() string { return e.err.Error() }
 type pathSet struct {
 	kind    map[string]bool     // recorded path -> is a directory
 	implied map[string]struct{} // every proper ancestor of a recorded path
+	// entries counts the distinct paths, recorded or implied: the
+	// entries a restore creates.
+	entries int
 }
 
 func newPathSet() *pathSet {
@@ -387,6 +405,12 @@ func (s *pathSet) add(p string, isDir bool) string {
 			break // d's own ancestors were checked when it was first implied
 		}
 		s.implied[d] = struct{}{}
+		if _, rec := s.kind[d]; !rec {
+			s.entries++
+		}
+	}
+	if _, ok := s.implied[p]; !ok {
+		s.entries++
 	}
 	s.kind[p] = isDir
 	return ""

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/pyjail/pyjail/workspace/changes"
+	"github.com/pyjail/pyjail/workspace/walk"
 )
 
 // Names used by Restore.
@@ -66,7 +67,11 @@ func (s *Store) docLimit() int64 {
 // snapshot (and links and special files) are deleted, missing or changed
 // files are written, and every file gets its recorded mtime and mode.
 // The snapshot is fully verified before the workspace changes; a tampered
-// one fails with ErrTampered and leaves the workspace untouched. See the
+// one fails with ErrTampered, and one that would take the workspace past
+// Limits.Shape (a file nested too deeply, too many entries or bytes) with
+// a *walk.LimitError, both leaving the workspace untouched. A workspace
+// that is itself beyond its limits is replaced all the same (that is how
+// it gets fixed), and RestoreReport.Note says the Deleted list is partial. See the
 // package documentation for the crash guarantee. The workspace directory
 // is replaced by a new inode with the old one's mode and owner; restored
 // files and directories are owned by the workspace directory's owner.
@@ -225,8 +230,9 @@ func (s *Store) stage(ctx context.Context, id string, doc io.Reader, sroot *os.R
 			}
 			inSnap[rec.Path] = true
 			// The report compares with the workspace as it is; the hash
-			// reads only regular files, never through a link.
-			if _, sum, err := changes.HashFile(ctx, wroot, rec.Path); err == nil && sum == rec.SHA256 {
+			// reads only regular files, never through a link, and no more
+			// than the snapshot's own bytes.
+			if same, err := changes.Matches(ctx, wroot, rec.Path, rec.Size, rec.SHA256); err == nil && same {
 				rep.Unchanged = append(rep.Unchanged, rec.Path)
 			} else {
 				rep.Written = append(rep.Written, rec.Path)
@@ -236,15 +242,22 @@ func (s *Store) stage(ctx context.Context, id string, doc io.Reader, sroot *os.R
 		},
 	})
 	if err != nil {
-		if errors.Is(err, ErrTampered) || errors.Is(err, ErrTooLarge) || errors.Is(err, context.Canceled) ||
-			errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, ErrTampered) || errors.Is(err, ErrTooLarge) || isLimit(err) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return RestoreReport{}, err
 		}
 		return RestoreReport{}, fmt.Errorf("restoring snapshot %q: staging: %w", id, err)
 	}
 	rep.Meta = meta
 	deleted, err := s.extraEntries(ctx, wroot, inSnap)
-	if err != nil {
+	var le *walk.LimitError
+	switch {
+	case errors.As(err, &le):
+		// The tree being replaced is beyond its limits (a jail made it):
+		// restoring is how it gets fixed, so go on, and say the list of
+		// what goes is partial.
+		rep.Note = fmt.Sprintf("the workspace replaced by the restore exceeded its limits (%v); the list of deleted entries is incomplete", le)
+	case err != nil:
 		return RestoreReport{}, fmt.Errorf("restoring snapshot %q: %w", id, err)
 	}
 	rep.Deleted = deleted
@@ -294,23 +307,31 @@ func writeStaged(sroot *os.Root, rec *FileRecord, data []byte, uid, gid int) err
 
 // extraEntries lists the non-directory workspace entries not in keep,
 // sorted, skipping the reserved in-place names. It never follows links.
-// The list is capped at Limits.MaxFiles names to bound memory.
+// The list is capped at Limits.MaxFiles names to bound memory. A
+// workspace beyond Limits.Shape stops the walk with a *walk.LimitError,
+// returned with the names found until then.
 func (s *Store) extraEntries(ctx context.Context, wroot *os.Root, keep map[string]bool) ([]string, error) {
 	out := []string{}
-	err := changes.Walk(ctx, wroot, "", func(rel string, fi fs.FileInfo) error {
-		if reserved(rel) {
+	err := walk.In(ctx, wroot, "", s.lim.Shape, func(e *walk.Entry) error {
+		if reserved(e.Path) {
 			return fs.SkipDir
 		}
-		if !fi.IsDir() && !keep[rel] {
+		if !e.IsDir() && !keep[e.Path] {
 			if len(out) >= s.lim.MaxFiles {
 				return fs.SkipAll
 			}
-			out = append(out, rel)
+			out = append(out, e.Path)
 		}
 		return nil
 	})
 	sort.Strings(out)
 	return out, err
+}
+
+// isLimit reports whether err is a shape limit.
+func isLimit(err error) bool {
+	var le *walk.LimitError
+	return errors.As(err, &le)
 }
 
 // restoreInPlace is the fallback for a workspace that cannot be renamed
@@ -531,7 +552,8 @@ func (s *Store) recover() error {
 }
 
 // Diff compares the workspace with snapshot id by content. The snapshot is
-// verified as for Restore (ErrTampered). Directories are not compared.
+// verified as for Restore (ErrTampered, *walk.LimitError). Directories are
+// not compared. A workspace beyond Limits.Shape is a *walk.LimitError.
 func (s *Store) Diff(ctx context.Context, id string) (DiffReport, error) {
 	id, err := parseID(id)
 	if err != nil {
@@ -554,9 +576,9 @@ func (s *Store) Diff(ctx context.Context, id string) (DiffReport, error) {
 	_, err = decodeDoc(bufio.NewReaderSize(io.LimitReader(doc, s.docLimit()), 1<<20), id, s.decodeLimits(), visitor{
 		file: func(rec *FileRecord, _ []byte) error {
 			inSnap[rec.Path] = true
-			_, sum, err := changes.HashFile(ctx, wroot, rec.Path)
+			same, err := changes.Matches(ctx, wroot, rec.Path, rec.Size, rec.SHA256)
 			switch {
-			case err == nil && sum == rec.SHA256:
+			case err == nil && same:
 				rep.Unchanged++
 			case err == nil, errors.Is(err, changes.ErrNotRegularFile):
 				rep.Modified = append(rep.Modified, rec.Path)
@@ -569,11 +591,13 @@ func (s *Store) Diff(ctx context.Context, id string) (DiffReport, error) {
 		},
 	})
 	if err != nil {
-		if errors.Is(err, ErrTampered) || errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, ErrTampered) || errors.Is(err, ErrTooLarge) || isLimit(err) {
 			return DiffReport{}, err
 		}
 		return DiffReport{}, fmt.Errorf("diffing snapshot %q: %w", id, err)
 	}
+	// A workspace beyond its limits is refused: a diff that lists only
+	// part of what a restore would delete would mislead.
 	added, err := s.extraEntries(ctx, wroot, inSnap)
 	if err != nil {
 		return DiffReport{}, fmt.Errorf("diffing snapshot %q: %w", id, err)

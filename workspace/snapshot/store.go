@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/workspace/changes"
+	"github.com/pyjail/pyjail/workspace/walk"
 )
 
 // Defaults applied by Open to zero limits.
@@ -39,6 +40,12 @@ type Limits struct {
 	// MaxSnapshots caps how many snapshots are stored. Zero means
 	// DefaultMaxSnapshots.
 	MaxSnapshots int
+	// Shape is the workspace's shape limits (depth, entries, bytes),
+	// shared with the file tools and the jail: Create, Restore and Diff
+	// walk the workspace within them, and Restore refuses a snapshot that
+	// would take the workspace past them. The zero value means walk's
+	// defaults.
+	Shape walk.Limits
 }
 
 // Names of files in the snapshot directory.
@@ -88,6 +95,10 @@ type RestoreReport struct {
 	// Unchanged lists files whose content already matched (their mtime
 	// and mode are restored all the same).
 	Unchanged []string `json:"unchanged"`
+	// Note, when set, says in plain words why Deleted is incomplete: the
+	// workspace restored over exceeded its shape limits (the restore
+	// replaced it all the same).
+	Note string `json:"note,omitempty"`
 }
 
 // DiffReport compares the workspace (as it is) with a snapshot.
@@ -122,6 +133,7 @@ func Open(dir, workspace string, lim Limits) (*Store, error) {
 	if lim.MaxSnapshots <= 0 {
 		lim.MaxSnapshots = DefaultMaxSnapshots
 	}
+	lim.Shape = lim.Shape.WithDefaults()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("opening snapshot store %q: %w", dir, err)
 	}
@@ -171,7 +183,7 @@ func (s *Store) Workspace() string { return s.workspace }
 func (s *Store) docPath(id string) string { return filepath.Join(s.dir, id+docSuffix) }
 
 func (s *Store) decodeLimits() decodeLimits {
-	return decodeLimits{maxFiles: s.lim.MaxFiles, maxBytes: s.lim.MaxTotalBytes}
+	return decodeLimits{maxFiles: s.lim.MaxFiles, maxBytes: s.lim.MaxTotalBytes, shape: s.lim.Shape}
 }
 
 // openDoc opens the document of id, mapping absence to ErrNotFound.
@@ -283,8 +295,9 @@ type planned struct {
 // Create records the workspace as a new snapshot. The walk never follows
 // a symbolic link; links and special files are listed in Meta.Skipped.
 // More than Limits.MaxFiles entries or Limits.MaxTotalBytes bytes is
-// ErrTooLarge, and nothing is stored. A file that changes size while it is
-// read fails the snapshot with ErrChanged.
+// ErrTooLarge, a workspace beyond Limits.Shape is a *walk.LimitError
+// (found as soon as the walk reaches it), and nothing is stored. A file
+// that changes size while it is read fails the snapshot with ErrChanged.
 func (s *Store) Create(ctx context.Context, description string) (Meta, error) {
 	if len(description) > maxDescription {
 		return Meta{}, fmt.Errorf("creating snapshot: description of %d bytes exceeds %d: %w",
@@ -321,7 +334,8 @@ func (s *Store) Create(ctx context.Context, description string) (Meta, error) {
 			meta.Skipped = append(meta.Skipped, fmt.Sprintf("%q (%s)", rel, why))
 		}
 	}
-	err = changes.Walk(ctx, root, "", func(rel string, fi fs.FileInfo) error {
+	err = walk.In(ctx, root, "", s.lim.Shape, func(e *walk.Entry) error {
+		rel, fi := e.Path, e.Info
 		entries++
 		if entries > s.lim.MaxFiles {
 			return fmt.Errorf("creating snapshot: more than %d entries in the workspace: %w", s.lim.MaxFiles, ErrTooLarge)
@@ -350,7 +364,11 @@ func (s *Store) Create(ctx context.Context, description string) (Meta, error) {
 		}
 		return nil
 	})
-	if err != nil {
+	var le *walk.LimitError
+	switch {
+	case errors.As(err, &le):
+		return Meta{}, fmt.Errorf("creating snapshot: %w", le)
+	case err != nil:
 		return Meta{}, err
 	}
 	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Path < dirs[j].Path })

@@ -9,8 +9,11 @@
 // package must never open anything but a regular file for reading (FIFOs
 // are opened with O_NONBLOCK and refused after fstat, devices are refused
 // after stat and never opened), never follow a symbolic link while
-// listing, and never hold more than the configured limits in memory.
-// Writes are atomic (temporary file, fsync, rename, fsync of the
-// directory). The package does not change ownership of what it creates;
+// listing or through a parent directory while writing, and never hold
+// more than the configured limits in memory. Listings and the room check
+// before a write walk with workspace/walk, descriptor-relative and bounded
+// by the workspace's shape limits (depth, entries, bytes); a write that
+// would exceed them is refused before anything is created. Writes are
+// atomic (temporary file, fsync, rename, fsync of the directory). The package does not change ownership of what it creates;
 // the supervisor does that before each run.
 package wsfs

@@ -19,6 +19,10 @@ var (
 	ErrInvalidPath = errors.New("invalid workspace path")
 	// ErrInvalidRange means a negative offset or length.
 	ErrInvalidRange = errors.New("invalid offset or length")
+	// ErrLinkInPath means a directory in a path to write is a symbolic
+	// link: the host never writes through a link that sandboxed code may
+	// have planted, even one that stays inside the workspace.
+	ErrLinkInPath = errors.New("path goes through a symbolic link")
 	// ErrTooManyEntries means a listing reached Limits.MaxListEntries;
 	// List returns the entries gathered so far together with it.
 	ErrTooManyEntries = errors.New("too many entries to list")

@@ -19,7 +19,7 @@ import (
 
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
-	"github.com/pyjail/pyjail/workspace/changes"
+	"github.com/pyjail/pyjail/workspace/walk"
 )
 
 // Defaults applied by Open to zero limits.
@@ -46,6 +46,10 @@ type Limits struct {
 	MaxFileBytes int64
 	// MaxListEntries caps a listing; zero means DefaultMaxListEntries.
 	MaxListEntries int
+	// Shape is the workspace's shape limits (depth, entries, bytes): a
+	// write that would exceed them is refused, and a listing stops at
+	// them. The zero value means walk's defaults.
+	Shape walk.Limits
 }
 
 // FS gives confined access to one workspace directory. It holds no open
@@ -81,6 +85,7 @@ func Open(dir string, lim Limits) (*FS, error) {
 	if lim.MaxListEntries <= 0 {
 		lim.MaxListEntries = DefaultMaxListEntries
 	}
+	lim.Shape = lim.Shape.WithDefaults()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
@@ -106,9 +111,18 @@ func (f *FS) Root() string { return f.dir }
 // the directory is fsynced, so a crash leaves the old or the new content,
 // never a mix. An existing file's permission bits (without setuid, setgid
 // and sticky) are kept; a new file gets 0644. A symbolic link at rel is
-// replaced by the file, never written through. The returned FileInfo has
-// the cleaned path, the size and the SHA-256 of data.
-func (f *FS) WriteFile(rel string, data []byte) (record.FileInfo, error) {
+// replaced by the file, never written through, and a link among the
+// parents is refused (ErrLinkInPath): the host never writes where a link
+// planted by sandboxed code points, and a file lands as deep as its path
+// says. The returned FileInfo has the cleaned path, the size and the
+// SHA-256 of data.
+//
+// Before anything is created, the workspace is walked (work bounded by
+// Limits.Shape) and the write is refused with a *walk.LimitError if the
+// path is nested too deeply, if the workspace would then hold too many
+// entries or bytes, or if it already exceeds its limits. ctx bounds that
+// walk.
+func (f *FS) WriteFile(ctx context.Context, rel string, data []byte) (record.FileInfo, error) {
 	const op = "writing"
 	c, err := clean(op, rel, false)
 	if err != nil {
@@ -118,24 +132,26 @@ func (f *FS) WriteFile(rel string, data []byte) (record.FileInfo, error) {
 		return record.FileInfo{}, fmt.Errorf("writing %q: %s exceeds the limit of %s: %w",
 			c, policy.FormatBytes(n), policy.FormatBytes(f.lim.MaxFileBytes), ErrTooLarge)
 	}
+	// Lexically first: a path 2,000 directories deep is refused with its
+	// exact depth before any system call.
+	if err := f.lim.Shape.CheckPath(c, false); err != nil {
+		return record.FileInfo{}, fmt.Errorf("writing %q: %w", c, err)
+	}
 	root, err := os.OpenRoot(f.dir)
 	if err != nil {
 		return record.FileInfo{}, fmt.Errorf("writing %q: %w", c, err)
 	}
 	defer root.Close()
-	dir, base := path.Split(c)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "."
-	} else if err := root.MkdirAll(dir, 0o755); err != nil {
-		return record.FileInfo{}, mapErr(op, c, err)
+	if err := f.checkRoom(ctx, root, c, int64(len(data))); err != nil {
+		return record.FileInfo{}, err
 	}
+	dir, base := path.Split(c)
 	// Pin the parent directory: the temporary file, the rename and the
 	// directory fsync all happen in this one directory even if a path
 	// component is swapped meanwhile.
-	d, err := root.OpenRoot(dir)
+	d, err := openParent(root, c, strings.TrimSuffix(dir, "/"))
 	if err != nil {
-		return record.FileInfo{}, mapErr(op, c, err)
+		return record.FileInfo{}, err
 	}
 	defer d.Close()
 	perm := fs.FileMode(0o644)
@@ -180,6 +196,105 @@ func (f *FS) WriteFile(rel string, data []byte) (record.FileInfo, error) {
 	}
 	sum := sha256.Sum256(data)
 	return record.FileInfo{Path: c, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
+}
+
+// checkRoom walks the workspace and refuses, with a *walk.LimitError or
+// ErrLinkInPath, a write of size bytes to c that would take it past its
+// shape limits or go through a symbolic link. The same walk tells which
+// parents of c exist (each a new entry otherwise) and the size of the
+// file c replaces.
+func (f *FS) checkRoom(ctx context.Context, root *os.Root, c string, size int64) error {
+	parents := map[string]bool{} // parent path -> exists as a directory
+	for d := path.Dir(c); d != "."; d = path.Dir(d) {
+		parents[d] = false
+	}
+	var use walk.Usage
+	var old int64    // bytes of the regular file c replaces
+	var oldEntry int // 1 if anything exists at c
+	err := walk.In(ctx, root, "", f.lim.Shape, func(e *walk.Entry) error {
+		use.Files++
+		if e.Info.Mode().IsRegular() {
+			use.Bytes += e.Info.Size()
+		}
+		if _, ok := parents[e.Path]; ok {
+			switch m := e.Info.Mode(); {
+			case m.IsDir():
+				parents[e.Path] = true
+			case m&fs.ModeSymlink != 0:
+				return fmt.Errorf("writing %q: %q is a symbolic link; files are never written through one: %w",
+					c, e.Path, ErrLinkInPath)
+			default:
+				return fmt.Errorf("writing %q: %q is not a directory: %w", c, e.Path, ErrInvalidPath)
+			}
+		}
+		if e.Path == c {
+			oldEntry = 1
+			if e.Info.Mode().IsRegular() {
+				old = e.Info.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		var le *walk.LimitError
+		if errors.As(err, &le) {
+			return fmt.Errorf("writing %q: %w", c, le)
+		}
+		if errors.Is(err, ErrLinkInPath) || errors.Is(err, ErrInvalidPath) {
+			return err
+		}
+		return mapErr("writing", c, err)
+	}
+	added := int64(1 - oldEntry)
+	for _, exists := range parents {
+		if !exists {
+			added++
+		}
+	}
+	if err := use.CheckAdd(f.lim.Shape, added, size-old); err != nil {
+		return fmt.Errorf("writing %q: %w", c, err)
+	}
+	return nil
+}
+
+// openParent opens (creating as needed) the parent directory dir of c one
+// component at a time, refusing a symbolic link where checkRoom's walk
+// saw none: each step is one lookup, so the work is linear in the depth.
+func openParent(root *os.Root, c, dir string) (*os.Root, error) {
+	cur, err := root.OpenRoot(".")
+	if err != nil {
+		return nil, mapErr("writing", c, err)
+	}
+	if dir == "" {
+		return cur, nil
+	}
+	for _, name := range strings.Split(dir, "/") {
+		fi, err := cur.Lstat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := cur.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				cur.Close()
+				return nil, mapErr("writing", c, err)
+			}
+		case err != nil:
+			cur.Close()
+			return nil, mapErr("writing", c, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			cur.Close()
+			return nil, fmt.Errorf("writing %q: %q is a symbolic link; files are never written through one: %w",
+				c, name, ErrLinkInPath)
+		case !fi.IsDir():
+			cur.Close()
+			return nil, fmt.Errorf("writing %q: a parent is not a directory: %w", c, ErrInvalidPath)
+		}
+		next, err := cur.OpenRoot(name)
+		cur.Close()
+		if err != nil {
+			return nil, mapErr("writing", c, err)
+		}
+		cur = next
+	}
+	return cur, nil
 }
 
 // ReadFile reads up to length bytes of the regular file rel from offset,
@@ -249,8 +364,11 @@ func (f *FS) ReadFile(rel string, offset, length int64) ([]byte, int64, error) {
 // At most Limits.MaxListEntries entries are gathered; beyond that List
 // returns the entries gathered so far (sorted, but not necessarily the
 // lexically first ones) together with an error wrapping
-// ErrTooManyEntries.
-func (f *FS) List(rel string) ([]ListEntry, error) {
+// ErrTooManyEntries. A workspace beyond Limits.Shape (too deep, too many
+// entries or bytes below rel) likewise returns what was gathered before
+// the walk stopped, with a *walk.LimitError. ctx bounds the walk; its end
+// is an error with nothing listed.
+func (f *FS) List(ctx context.Context, rel string) ([]ListEntry, error) {
 	const op = "listing"
 	c, err := clean(op, rel, true)
 	if err != nil {
@@ -272,25 +390,24 @@ func (f *FS) List(rel string) ([]ListEntry, error) {
 		}
 		return []ListEntry{listEntry(c, lfi)}, nil
 	}
-	start := c
-	if start == "." {
-		start = ""
-	}
 	entries := []ListEntry{}
 	errFull := errors.New("full")
-	err = changes.Walk(context.Background(), root, start, func(rel string, fi fs.FileInfo) error {
+	err = walk.In(ctx, root, c, f.lim.Shape, func(e *walk.Entry) error {
 		if len(entries) >= f.lim.MaxListEntries {
 			return errFull
 		}
-		entries = append(entries, listEntry(rel, fi))
+		entries = append(entries, listEntry(e.Path, e.Info))
 		return nil
 	})
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
-	if errors.Is(err, errFull) {
+	var le *walk.LimitError
+	switch {
+	case errors.Is(err, errFull):
 		return entries, fmt.Errorf("listing %q: more than %d entries, list a subdirectory: %w",
 			c, f.lim.MaxListEntries, ErrTooManyEntries)
-	}
-	if err != nil {
+	case errors.As(err, &le):
+		return entries, fmt.Errorf("listing %q: %w", c, le)
+	case err != nil:
 		return nil, mapErr(op, c, err)
 	}
 	return entries, nil
