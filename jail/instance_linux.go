@@ -90,8 +90,10 @@ type workspaceMount struct {
 	// code comes (attachWorkspace); execPath is then where, in the Exec.
 	deferred bool
 	execPath string
-	// before is the tree as it was before the code ran.
-	before changes.Tree
+	// before is the tree as it was before the code ran, or beforeErr why
+	// it could not be recorded (a workspace beyond its shape limits).
+	before    changes.Tree
+	beforeErr error
 }
 
 type message struct {
@@ -245,11 +247,7 @@ type outcome struct {
 func (inst *instance) exec(ctx context.Context, req record.Request, timeout time.Duration) (*record.Result, error) {
 	code := req.Code
 	if inst.ws.dir != "" {
-		before, err := changes.Scan(ctx, inst.ws.dir, workspaceLimits())
-		if err != nil {
-			return nil, fmt.Errorf("scanning workspace %q: %w", inst.ws.dir, err)
-		}
-		inst.ws.before = before
+		inst.scanBefore(ctx)
 	}
 	start := time.Now()
 	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code, Workspace: inst.ws.execPath}); err != nil {
@@ -365,12 +363,8 @@ func (inst *instance) result(ctx context.Context, out outcome, timeout, queued t
 	res.CPUMS = int64(c.cpuNS-min(c.cpuNS, inst.cpuAtReady)) / 1e6
 	res.PeakMemoryBytes = int64(c.peakBytes)
 	if inst.ws.dir != "" {
-		changes, err := diffTree(ctx, inst.ws.dir, inst.ws.before)
-		if err != nil {
-			inst.j.log.Warn("scanning workspace changes", logKeyID, inst.id, "err", err)
-		} else {
-			res.Files = &changes
-		}
+		fc := inst.changesSince(ctx)
+		res.Files = &fc
 	}
 	limits := inst.profile.Limits
 	classify(res, classifyInput{

@@ -4,29 +4,51 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/changes"
+	"github.com/pyjail/pyjail/workspace/walk"
 )
 
-// workspaceLimits bounds the change scan: a workspace with more files than
-// this reports no changes rather than stalling the supervisor.
-func workspaceLimits() changes.Limits { return changes.Limits{MaxFiles: 100000} }
+// reportBudget bounds the change report of one run: the walk after a run
+// is bounded by the workspace's shape limits, and this by time as well,
+// with the run's context detached, since a timed-out run's context is
+// already done and its report would be lost with it.
+const reportBudget = 30 * time.Second
 
-// diffTree scans dir again and lists what changed since before.
-func diffTree(ctx context.Context, dir string, before changes.Tree) (record.FileChanges, error) {
-	after, err := changes.Scan(ctx, dir, workspaceLimits())
-	if err != nil {
-		return record.FileChanges{}, err
+// shape is the workspace shape limits every walk of the jail uses.
+func (j *Jail) shape() walk.Limits {
+	s := j.cfg.Policy.WorkspaceShape
+	return walk.Limits{MaxDepth: s.MaxDepth, MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes}
+}
+
+// scanBefore records the workspace before the code runs. A workspace over
+// its limits still runs (its code may clean it up); its report then says
+// why it has no lists.
+func (inst *instance) scanBefore(ctx context.Context) {
+	inst.ws.before, inst.ws.beforeErr = changes.Scan(ctx, inst.ws.dir, inst.j.shape())
+}
+
+// changesSince lists what the run did to the workspace, or says in plain
+// words why it cannot.
+func (inst *instance) changesSince(ctx context.Context) record.FileChanges {
+	if inst.ws.beforeErr != nil {
+		return changes.Unreported(inst.ws.beforeErr)
 	}
-	return changes.Diff(ctx, dir, before, after)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportBudget)
+	defer cancel()
+	fc, err := changes.Since(ctx, inst.ws.dir, inst.ws.before, inst.j.shape())
+	if err != nil {
+		inst.j.log.Warn("listing workspace changes", logKeyID, inst.id, "err", err)
+		return changes.Unreported(err)
+	}
+	return fc
 }
 
 // checkWorkspace resolves the workspace directory and returns its inode,
@@ -46,33 +68,26 @@ func checkWorkspace(dir string) (string, uint64, error) {
 	return abs, st.Ino, nil
 }
 
-// chownWorkspace gives the workspace to the sandbox user: code inside runs
-// as an unprivileged host uid and must be able to write. Files written by
-// the MCP tools or restored from snapshots belong to root until then. It
-// never follows a symlink, and does nothing for "" (no workspace).
+// chownWorkspace gives the workspace to the sandbox user where it cannot
+// be idmapped: code inside runs as an unprivileged host uid and must be
+// able to write. Files written by the MCP tools or restored from snapshots
+// belong to root until then. It never follows a symlink, changes only
+// what is not the sandbox's yet (a chown updates the ctime, and a
+// concurrent run would see every file as modified), and stops at the
+// workspace's shape limits: a tree beyond them is logged, not fatal, so
+// that its run can still clean it up. It does nothing for "" (no
+// workspace).
 func (j *Jail) chownWorkspace(ctx context.Context, abs string) error {
 	if abs == "" {
 		return nil
 	}
-	uid := j.cfg.Policy.IDMap.SandboxHostID()
-	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Only what is not the sandbox's yet: a chown updates the ctime,
-		// and a concurrent run would then see every file as modified.
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == uid && st.Gid == uid {
-			return nil
-		}
-		return os.Lchown(p, int(uid), int(uid))
-	})
+	uid := int(j.cfg.Policy.IDMap.SandboxHostID())
+	err := walk.Chown(ctx, abs, uid, uid, j.shape())
+	var limit *walk.LimitError
+	if errors.As(err, &limit) {
+		j.log.Warn("workspace beyond its limits; chowned what came before the limit", "workspace", abs, "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("chowning workspace %q: %w", abs, err)
 	}

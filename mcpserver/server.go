@@ -17,6 +17,7 @@ import (
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/snapshot"
+	"github.com/pyjail/pyjail/workspace/walk"
 	"github.com/pyjail/pyjail/workspace/wsfs"
 )
 
@@ -151,6 +152,15 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Workspace != "" {
+		// One shape for the workspace everywhere: the jail's change reports
+		// read the same policy.
+		shape := cfg.Policy.WorkspaceShape
+		if cfg.WorkspaceLimits.Shape == (walk.Limits{}) {
+			cfg.WorkspaceLimits.Shape = walk.Limits{MaxDepth: shape.MaxDepth, MaxFiles: shape.MaxFiles, MaxBytes: shape.MaxBytes}
+		}
+		if cfg.SnapshotLimits.Shape == (walk.Limits{}) {
+			cfg.SnapshotLimits.Shape = cfg.WorkspaceLimits.Shape
+		}
 		if s.ws, err = wsfs.Open(cfg.Workspace, cfg.WorkspaceLimits); err != nil {
 			return nil, fmt.Errorf("opening workspace %q: %w", cfg.Workspace, err)
 		}

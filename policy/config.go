@@ -31,6 +31,11 @@ type Config struct {
 	// call that finds the queue full is refused at once. A waiting call
 	// waits no longer than its own timeout, which counts the wait.
 	MaxQueued int `json:"max_queued"`
+	// WorkspaceShape bounds the workspace every host-side walk reads
+	// (change reports, snapshots, the file tools): zero fields mean the
+	// defaults of package workspace/walk (64 nested directories, 100,000
+	// entries, 1 GiB).
+	WorkspaceShape WorkspaceShape `json:"workspace_shape"`
 	// WorkspaceIdmap is "auto" (the default: workspaces are mounted
 	// idmapped where the filesystem supports it, so that nothing on the
 	// host is chowned) or "off" (always chown the workspace to the
@@ -43,6 +48,14 @@ type Config struct {
 	// SchemaDir is a directory of extra JSON Schemas (*.json) for
 	// validate_json, named after their file names.
 	SchemaDir string `json:"schema_dir,omitempty"`
+}
+
+// WorkspaceShape is the most a workspace may hold; see package
+// workspace/walk, which enforces it.
+type WorkspaceShape struct {
+	MaxDepth int   `json:"max_depth,omitempty"`
+	MaxFiles int   `json:"max_files,omitempty"`
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 }
 
 // IDMap places the jail's user namespace on the host: container uid/gid 0

@@ -125,6 +125,9 @@ func checkPaths(c Config) error {
 }
 
 func checkConcurrency(c Config) error {
+	if sh := c.WorkspaceShape; sh.MaxDepth < 0 || sh.MaxFiles < 0 || sh.MaxBytes < 0 {
+		return fmt.Errorf("workspace_shape %+v must not be negative", sh)
+	}
 	switch c.WorkspaceIdmap {
 	case "", "auto", "off":
 	default:

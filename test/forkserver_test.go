@@ -384,18 +384,6 @@ func TestForkServerRecycles(t *testing.T) {
 	}
 }
 
-// TestForkServerRejectsWorkspaceProfiles: a fork server's children share
-// its mounts, so a workspace profile cannot have one.
-func TestForkServerRejectsWorkspaceProfiles(t *testing.T) {
-	cfg := policy.Default()
-	ws := cfg.Profiles[record.ProfileWorkspace]
-	ws.Warm.ForkServer = true
-	cfg.Profiles[record.ProfileWorkspace] = ws
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "fork_server") {
-		t.Fatalf("Validate() = %v, want a fork_server error", err)
-	}
-}
-
 func processesOfUID(t *testing.T, uid uint32) []int {
 	t.Helper()
 	var out []int
