@@ -173,13 +173,3 @@ func newUserns(o owner, sandbox uint32) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// close releases the kept user namespaces.
-func (m *idmapper) close() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for o, f := range m.userns {
-		f.Close()
-		delete(m.userns, o)
-	}
-}
