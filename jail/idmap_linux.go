@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyjail/pyjail/policy"
 )
 
 // A workspace is made writable for the sandbox user in one of two ways.
@@ -172,4 +175,37 @@ func newUserns(o owner, sandbox uint32) (*os.File, error) {
 		return nil, fmt.Errorf("opening the user namespace of an idmapped workspace mount: %w", err)
 	}
 	return f, nil
+}
+
+// ProbeWorkspace reports how workspaces in dir (or the nearest directory
+// above it that exists) would be made the sandbox's: by an idmapped mount,
+// or by the chown fallback, and why. It makes a throwaway mount and, for
+// it, a user namespace; doctor and serve call it once.
+func ProbeWorkspace(dir string, cfg policy.Config) policy.Layer {
+	l := policy.Layer{
+		Name: "workspace_idmap", Required: false,
+		Fix: "put workspaces (--workspace, --data-dir) on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs on Linux ≥ 6.3); " +
+			"until then pyjail chowns each workspace to the sandbox's host uid",
+	}
+	for dir != "/" {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	m := newIdmapper(cfg.IDMap.SandboxHostID(), cfg.WorkspaceIdmap == "off")
+	plan, err := m.plan(dir)
+	switch {
+	case err != nil:
+		l.Detail = err.Error()
+	case plan.mode == wsModeIdmap:
+		l.Active = true
+		l.Detail = fmt.Sprintf("workspaces under %s are mounted idmapped: the sandbox's files belong to the workspace's owner, nothing is chowned", dir)
+	default:
+		l.Detail = fmt.Sprintf("workspaces under %s are chowned to host uid %d: %v", dir, cfg.IDMap.SandboxHostID(), plan.why)
+	}
+	for _, f := range m.userns {
+		f.Close()
+	}
+	return l
 }

@@ -68,3 +68,8 @@ func (*Pool) PoolStatus() any { return map[record.Profile]ProfileStatus{} }
 
 // WaitReady returns ErrUnsupported.
 func (*Pool) WaitReady(context.Context) error { return ErrUnsupported }
+
+// ProbeWorkspace reports idmapped workspace mounts as unavailable.
+func ProbeWorkspace(string, policy.Config) policy.Layer {
+	return policy.Layer{Name: "workspace_idmap", Detail: "jails need Linux and cgo"}
+}

@@ -18,6 +18,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	var common commonFlags
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	workspace := fs.String("workspace", defaultDataDir()+"/workspace", "workspace directory whose filesystem to check for idmapped mounts")
 	common.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -38,6 +39,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	rep.Layers = append(rep.Layers, rootfsLayer)
 	rep.Layers = append(rep.Layers, subIDLayer(cfg.IDMap))
+	if os.Geteuid() == 0 {
+		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
+	}
 	missing := rep.Missing(cfg.AllowDegraded)
 
 	if *asJSON {

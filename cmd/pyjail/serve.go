@@ -72,7 +72,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	host.Layers = append(host.Layers, policy.Layer{
 		Name: "rootfs", Required: true, Active: true,
 		Detail: fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root),
-	})
+	}, jail.ProbeWorkspace(*workspace, cfg))
 	srv, err := mcpserver.New(mcpserver.Config{
 		Policy:      cfg,
 		Runner:      runner,
