@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: build test e2e lint lint-full bench clean rootfs
+.PHONY: build test test-kubernetes e2e lint lint-full bench clean rootfs
 
 build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/pyjail ./cmd/pyjail
@@ -26,7 +26,15 @@ test: build lint rootfs
 		-run 'Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|Scientific|EscapeCorpusPythonLayer' ./test/
 	PYJAIL_TEST_FORK_SERVER=1 PYJAIL_TEST_ROOTFS=$(ROOTFS) $(GO) test -tags $(TAGS) -count=1 -timeout 15m \
 		-run '$(FORK_SERVER_TESTS)' ./test/
+	$(MAKE) test-kubernetes
 	$(MAKE) e2e
+
+# The Kubernetes manifests (deploy/kubernetes): decoded strictly into the
+# API types and checked against the jail's needs. A module of its own, so
+# that k8s.io/api stays out of the server's module graph; it needs neither
+# root nor cgo.
+test-kubernetes:
+	cd deploy/kubernetes && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
 
 # Build (or confirm, in well under a second) the Debian rootfs.
 rootfs: build
