@@ -73,3 +73,6 @@ func (*Pool) WaitReady(context.Context) error { return ErrUnsupported }
 func ProbeWorkspace(string, policy.Config) policy.Layer {
 	return policy.Layer{Name: "workspace_idmap", Detail: "jails need Linux and cgo"}
 }
+
+// SealSelf does nothing where there are no jails.
+func SealSelf() error { return nil }

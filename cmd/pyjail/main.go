@@ -49,6 +49,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, rest := args[0], args[1:]
+	if cmd == "serve" || cmd == "bench" {
+		// Long-running commands that start many jails seal their binary
+		// once, so that libcontainer need not for every container.
+		if err := jail.SealSelf(); err != nil {
+			fmt.Fprintf(stderr, "pyjail %s: %v (containers will each seal their own copy)\n", cmd, err)
+		}
+	}
 	switch cmd {
 	case "serve":
 		return cmdServe(ctx, rest, stdin, stdout, stderr)
