@@ -373,7 +373,8 @@ def _address_space_size():
 #      into a cgroup of its own;
 #   3. is pid 1 of a new pid namespace (the server unshared one for it) and
 #      unshares mount, net, ipc and uts namespaces; mounts its own /proc
-#      with the jail's masks, and fresh tmpfs on /tmp and /dev/shm;
+#      and fresh tmpfs on /tmp and /dev/shm (Boot.fork_server.mounts, or
+#      the built-in table), then applies the jail's /proc masks;
 #   4. sets the jail's rlimits, drops every capability (bounding set
 #      included), becomes the sandbox user and installs the jail's seccomp
 #      filter on top of the server's;
@@ -404,8 +405,11 @@ _SERVER_FILES = []
 
 def _check(ctypes, rc, what):
     if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+        raise _errno_error(ctypes.get_errno(), what)
+
+
+def _errno_error(e, what):
+    return OSError(e, "%s: %s" % (what, os.strerror(e)))
 
 
 def _serve_forks(ctypes, libc, boot, cin, cout):
@@ -618,9 +622,9 @@ def _choose_fork(ctypes):
 
 
 def _prepare_isolation(ctypes, libc, fs):
-    """What every child needs for _isolate, computed once in the server."""
-    mount = libc.mount
-    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    """What every child needs for _isolate, computed once in the server.
+    A malformed Boot.fork_server fails here, before the server says ready,
+    rather than in every child."""
     import base64
 
     class SockFprog(ctypes.Structure):
@@ -637,9 +641,76 @@ def _prepare_isolation(ctypes, libc, fs):
             if line.startswith("CapBnd:"):
                 bounding = int(line.split()[1], 16)
     caps = [c for c in range(64) if bounding >> c & 1]
-    return {"mount": mount, "fprog": fprog, "buf": buf, "caps": caps, "fs": fs,
+    return {"mount": _mounter(ctypes, libc), "fprog": fprog, "buf": buf, "caps": caps, "fs": fs,
+            "mounts": _mount_table(fs),
             "masked": [p.encode() for p in fs.get("masked") or []],
             "readonly": [p.encode() for p in fs.get("readonly") or []]}
+
+
+def _mounter(ctypes, libc):
+    """mount(2) as a function that returns 0 or the errno."""
+    mount = libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+    def call(source, target, fstype, flags, data):
+        if mount(source, target, fstype, flags, data) == 0:
+            return 0
+        return ctypes.get_errno()
+    return call
+
+
+# The mounts a child makes for itself: the server's /proc shows the
+# server's pid namespace, in which every sibling child is visible, and
+# its /tmp and /dev/shm are shared by every child. A table from the boot
+# message must replace all three.
+_CHILD_MOUNTS = (b"/proc", b"/tmp", b"/dev/shm")
+_MOUNT_KEYS = ("source", "target", "fstype", "flags", "data")
+
+
+def _mount_table(fs):
+    """The child's mounts, in order, as mount(2) arguments: (source,
+    target, fstype, flags, data), bytes or None, flags an int.
+
+    Boot.fork_server.mounts, when present, is the table (package rootfs
+    owns it as data; flags are MS_* values). Without it, the built-in
+    table: /proc, then size-capped tmpfs on /tmp and /dev/shm."""
+    entries = fs.get("mounts")
+    if entries is None:
+        flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        return [
+            (b"proc", b"/proc", b"proc", flags, None),
+            (b"tmpfs", b"/tmp", b"tmpfs", flags, b"mode=1777,size=%d" % fs["tmp_bytes"]),
+            (b"tmpfs", b"/dev/shm", b"tmpfs", flags, b"mode=1777,size=%d" % fs["shm_bytes"]),
+        ]
+    if type(entries) is not list:
+        raise ValueError("fork_server.mounts: want a list, got %s" % type(entries).__name__)
+    table = []
+    for i, m in enumerate(entries):
+        where = "fork_server.mounts[%d]" % i
+        if type(m) is not dict or set(m) - set(_MOUNT_KEYS) or "target" not in m:
+            raise ValueError("%s: want an object with target and only %s" % (where, ", ".join(_MOUNT_KEYS)))
+        row = []
+        for key in _MOUNT_KEYS:
+            v = m.get(key)
+            if key == "flags":
+                # bool is an int subclass; a flag word is never true/false.
+                if type(v) is not int or not 0 <= v < 1 << 64:
+                    raise ValueError("%s: flags must be an unsigned integer" % where)
+            elif v is None and key != "target":
+                pass
+            elif type(v) is not str or "\0" in v:
+                raise ValueError("%s: %s must be a string%s" % (where, key, "" if key == "target" else " or null"))
+            else:
+                v = os.fsencode(v)
+            row.append(v)
+        if not row[1].startswith(b"/"):
+            raise ValueError("%s: target %r is not absolute" % (where, m["target"]))
+        table.append(tuple(row))
+    missing = [t.decode() for t in _CHILD_MOUNTS if t not in {row[1] for row in table}]
+    if missing:
+        raise ValueError("fork_server.mounts: no mount on %s; a child would share the server's"
+                         % ", ".join(missing))
+    return table
 
 
 def _fork_child(ctypes, libc, fds, sock, warm):
@@ -670,53 +741,115 @@ def _fork_child(ctypes, libc, fds, sock, warm):
 
 
 def _isolate(ctypes, libc, iso):
-    """Namespaces, mounts, limits and credentials of a forked jail."""
-    import errno
-    import resource
+    """Namespaces, mounts, limits and credentials of a forked jail.
+
+    The steps run in this order because each needs a privilege that a
+    later one gives up: mounting needs the capabilities the bounding-set
+    drop and the uid change take away, and the seccomp filter comes last
+    because it refuses mount and prctl themselves."""
     fs, mount = iso["fs"], iso["mount"]
-    _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
-    _check(ctypes, mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
-    proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    _check(ctypes, mount(b"proc", b"/proc", b"proc", proc_flags, None), "mounting /proc")
-    for b in iso["masked"]:
-        if mount(b"/dev/null", b, None, MS_BIND, None) == 0:
-            continue
-        e = ctypes.get_errno()
-        if e == errno.ENOENT:
-            continue
-        if e != errno.ENOTDIR:
-            _check(ctypes, -1, "masking %s" % b.decode())
-        _check(ctypes, mount(b"tmpfs", b, b"tmpfs", MS_RDONLY, None), "masking %s" % b.decode())
-    for b in iso["readonly"]:
-        if mount(b, b, None, MS_BIND | MS_REC, None) != 0:
-            if ctypes.get_errno() == errno.ENOENT:
-                continue
-            _check(ctypes, -1, "binding %s" % b.decode())
-        _check(ctypes, mount(b, b, None, proc_flags | MS_BIND | MS_REMOUNT | MS_RDONLY, None),
-               "read-only %s" % b.decode())
-    tmp_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    for target, size in ((b"/tmp", fs["tmp_bytes"]), (b"/dev/shm", fs["shm_bytes"])):
-        data = b"mode=1777,size=%d" % size
-        _check(ctypes, mount(b"tmpfs", target, b"tmpfs", tmp_flags, data), "mounting %s" % target.decode())
+    _unshare(ctypes, libc)
+    _make_mounts_private(mount)
+    _apply_mounts(mount, iso["mounts"])
+    _mask_paths(mount, iso["masked"])
+    _make_readonly(mount, iso["readonly"])
     # The working directory still points into the server's /tmp.
     os.chdir("/tmp")
-    for res, soft, hard in fs.get("rlimits") or []:
+    _set_rlimits(fs.get("rlimits") or [])
+    _drop_bounding_set(ctypes, libc, iso["caps"])
+    _become_sandbox_user(fs["uid"], fs["gid"])
+    _clear_capabilities(ctypes, libc)
+    _set_dumpable(ctypes, libc)
+    _install_seccomp(ctypes, libc, iso["fprog"])
+
+
+def _unshare(ctypes, libc):
+    # The pid namespace was unshared by the server before the fork: a
+    # process cannot move itself into a new one.
+    _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+
+
+def _make_mounts_private(mount):
+    # Without this, the mounts below would propagate back to the server.
+    e = mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    if e:
+        raise _errno_error(e, "making mounts private")
+
+
+def _apply_mounts(mount, table):
+    """Mounts _mount_table's rows in order. A target that does not exist is
+    skipped, as a masked path is: there is nothing there to replace. Any
+    other failure, a missing source included, is fatal."""
+    import errno
+    for source, target, fstype, flags, data in table:
+        e = mount(source, target, fstype, flags, data)
+        if e == 0 or (e == errno.ENOENT and not os.path.lexists(target)):
+            continue
+        raise _errno_error(e, "mounting %s" % target.decode())
+
+
+def _mask_paths(mount, masked):
+    # /dev/null over a masked file; a read-only empty tmpfs over a masked
+    # directory. A path this kernel lacks needs no mask.
+    import errno
+    for b in masked:
+        e = mount(b"/dev/null", b, None, MS_BIND, None)
+        if e == 0 or e == errno.ENOENT:
+            continue
+        if e != errno.ENOTDIR:
+            raise _errno_error(e, "masking %s" % b.decode())
+        e = mount(b"tmpfs", b, b"tmpfs", MS_RDONLY, None)
+        if e:
+            raise _errno_error(e, "masking %s" % b.decode())
+
+
+def _make_readonly(mount, readonly):
+    import errno
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_BIND | MS_REMOUNT | MS_RDONLY
+    for b in readonly:
+        e = mount(b, b, None, MS_BIND | MS_REC, None)
+        if e == errno.ENOENT:
+            continue
+        if e:
+            raise _errno_error(e, "binding %s" % b.decode())
+        e = mount(b, b, None, flags, None)
+        if e:
+            raise _errno_error(e, "read-only %s" % b.decode())
+
+
+def _set_rlimits(rlimits):
+    import resource
+    for res, soft, hard in rlimits:
         resource.setrlimit(res, (soft, hard))
-    for cap in iso["caps"]:
+
+
+def _drop_bounding_set(ctypes, libc, caps):
+    for cap in caps:
         _check(ctypes, libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping capability %d" % cap)
-    uid, gid = fs["uid"], fs["gid"]
+
+
+def _become_sandbox_user(uid, gid):
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
+
+
+def _clear_capabilities(ctypes, libc):
     hdr = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     _check(ctypes, libc.capset(hdr, data), "clearing capabilities")
     _check(ctypes, libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+
+
+def _set_dumpable(ctypes, libc):
     # Changing uid cleared the dumpable flag, which would make /proc/self
     # root's; a single-use jail's runner is dumpable too.
     _check(ctypes, libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "setting dumpable")
+
+
+def _install_seccomp(ctypes, libc, fprog):
     # no_new_privs is set already (the jail's config), as this requires.
-    _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(iso["fprog"]), 0, 0),
+    _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
            "installing the seccomp filter")
 
 
