@@ -24,8 +24,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 SIGKILL = 9
 
-# The supervisor's channel (pyrunner.FDControlIn, FDControlOut). The fence
-# refuses to open them for any code.
+# The supervisor's channel (pyrunner.FDControlIn, FDControlOut). Once user
+# code runs, the fence refuses to open them for anyone, libraries included.
 FD_CONTROL_IN, FD_CONTROL_OUT = 3, 4
 
 
