@@ -464,17 +464,9 @@ func runnerEnv(p policy.Profile) []string {
 
 func runnerArgs(python string) []string {
 	// -I: ignore PYTHON* variables and the user site; -B: the root is
-	// read-only, so never try to write bytecode. The runner is imported
-	// rather than run as a script so that its precompiled bytecode is used
-	// (a script's code is always compiled from source); the bootstrap then
-	// forgets where it came from, so user code cannot import a copy.
-	return []string{python, "-I", "-B", "-c", runnerBootstrap}
+	// read-only, so never try to write bytecode. The bootstrap imports the
+	// runner from its read-only directory (so that the precompiled
+	// bytecode is used) and then forgets where its modules came from, so
+	// user code cannot import a copy.
+	return []string{python, "-I", "-B", "-c", pyrunner.Bootstrap(rootfs.RunnerDir)}
 }
-
-// runnerBootstrap imports the runner from its read-only directory, removes
-// that directory from sys.path and the module from sys.modules, and runs it.
-const runnerBootstrap = "import sys; sys.path.insert(0, " + `"` + rootfs.RunnerDir + `"` + "); " +
-	"m = __import__(" + `"` + runnerModule + `"` + "); del sys.path[0], sys.modules[" + `"` + runnerModule + `"` + "]; m.main()"
-
-// runnerModule is the runner's module name: pyrunner.FileName without ".py".
-const runnerModule = "runner"

@@ -3,6 +3,7 @@
 package jail
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -151,13 +153,26 @@ func missingError(missing []policy.Layer) error {
 	return errors.Join(errs...)
 }
 
-// installRunner writes the embedded runner into a content-addressed,
-// root-owned directory that jails bind-mount read-only.
+// installRunner writes the embedded runner's modules into a
+// content-addressed, root-owned directory that jails bind-mount read-only.
+// The address covers every module, so changing either one installs anew.
 func installRunner(stateDir string) (string, error) {
-	sum := sha256.Sum256(pyrunner.Source)
-	dir := filepath.Join(stateDir, "runner-"+hex.EncodeToString(sum[:8]))
-	target := filepath.Join(dir, pyrunner.FileName)
-	if b, err := os.ReadFile(target); err == nil && string(b) == string(pyrunner.Source) {
+	names, err := fs.Glob(pyrunner.Files, "*.py")
+	if err != nil {
+		return "", fmt.Errorf("listing runner modules: %w", err)
+	}
+	sources := make([][]byte, len(names))
+	h := sha256.New()
+	for i, name := range names {
+		if sources[i], err = pyrunner.Files.ReadFile(name); err != nil {
+			return "", fmt.Errorf("reading runner module %q: %w", name, err)
+		}
+		// Name and length first, so no two sets of files hash alike.
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(sources[i]))
+		h.Write(sources[i])
+	}
+	dir := filepath.Join(stateDir, "runner-"+hex.EncodeToString(h.Sum(nil)[:8]))
+	if runnerInstalled(dir, names, sources) {
 		return dir, nil
 	}
 	tmp, err := os.MkdirTemp(stateDir, ".runner-")
@@ -165,20 +180,21 @@ func installRunner(stateDir string) (string, error) {
 		return "", fmt.Errorf("installing runner: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	src := filepath.Join(tmp, pyrunner.FileName)
-	if err := os.WriteFile(src, pyrunner.Source, 0o444); err != nil {
-		return "", fmt.Errorf("writing runner: %w", err)
+	for i, name := range names {
+		if err := os.WriteFile(filepath.Join(tmp, name), sources[i], 0o444); err != nil {
+			return "", fmt.Errorf("writing runner module %q: %w", name, err)
+		}
 	}
 	// Precompile the runner: the jail's root is read-only and Python runs
 	// with -B, so without a cached .pyc every jail would compile the
 	// runner's source again (tens of ms). The host's interpreter writes
 	// it; a jail whose Python has another version tag ignores it.
-	compileRunner(src)
+	compileRunner(tmp, names)
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("chmod runner dir: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, statErr := os.Stat(target); statErr == nil {
+		if runnerInstalled(dir, names, sources) {
 			return dir, nil // another process installed the same content
 		}
 		return "", fmt.Errorf("installing runner %q: %w", dir, err)
@@ -186,21 +202,38 @@ func installRunner(stateDir string) (string, error) {
 	return dir, nil
 }
 
-// compileRunner writes the runner's bytecode next to it with an unchecked
-// hash: the directory is content-addressed, so source and bytecode always
-// match, and Python skips the source check at every start.
-func compileRunner(src string) {
+// runnerInstalled reports whether dir holds every runner module as given.
+func runnerInstalled(dir string, names []string, sources [][]byte) bool {
+	for i, name := range names {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(b, sources[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// compileRunner writes the bytecode of the runner's modules in dir next to
+// them with an unchecked hash: the directory is content-addressed, so
+// source and bytecode always match, and Python skips the source check at
+// every start. Each module's code names its in-jail path (RunnerDir), the
+// path its __file__ has there.
+func compileRunner(dir string, names []string) {
 	const script = `import importlib.util, py_compile, sys
-src = sys.argv[1]
-py_compile.compile(src, cfile=importlib.util.cache_from_source(src), dfile=sys.argv[2], doraise=True,
-                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)`
-	cmd := exec.Command("/usr/bin/python3", "-I", "-c", script, src, pyrunner.Path)
+args = sys.argv[1:]
+for src, dfile in zip(args[0::2], args[1::2]):
+    py_compile.compile(src, cfile=importlib.util.cache_from_source(src), dfile=dfile, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)`
+	args := []string{"-I", "-c", script}
+	for _, name := range names {
+		args = append(args, filepath.Join(dir, name), path.Join(rootfs.RunnerDir, name))
+	}
+	cmd := exec.Command("/usr/bin/python3", args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		// Not fatal: the jail compiles the source itself, only slower.
 		_ = out
 		return
 	}
-	_ = filepath.Walk(filepath.Dir(src), func(p string, fi fs.FileInfo, err error) error {
+	_ = filepath.Walk(dir, func(p string, fi fs.FileInfo, err error) error {
 		if err == nil {
 			_ = os.Chmod(p, fi.Mode().Perm()&^0o222|0o444)
 		}

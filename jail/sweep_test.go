@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-
-	"github.com/pyjail/pyjail/jail/pyrunner"
 )
 
 func TestOwnerPID(t *testing.T) {
@@ -34,11 +32,5 @@ func TestOwnerPID(t *testing.T) {
 	}
 	if !orphaned("pj-999999999-aa") {
 		t.Error("a jail of a dead pid is not orphaned")
-	}
-}
-
-func TestRunnerModuleMatchesFile(t *testing.T) {
-	if got, want := runnerModule+".py", pyrunner.FileName; got != want {
-		t.Errorf("runner module %q does not match file %q", got, want)
 	}
 }

@@ -10,6 +10,14 @@
 // A runner serves exactly one Exec and then exits with os._exit, so a
 // pre-started (warm) jail is still single-use.
 //
+// The runner is two Python modules split by trust role (Files): runner.py,
+// the process side (this protocol, running the code, the fork server, a
+// forked child's isolation, Landlock), imports fence.py, the language
+// fence (the AST check, guarded builtins and imports, module proxies, the
+// audit hook, the confined open), which is the runtime side of package
+// policy's PythonRules and imports nothing of the runner. Bootstrap starts
+// them and removes both from the import system before any code runs.
+//
 // The package performs no system calls and does not import libcontainer;
 // it can be tested by running the runner with the host's python3.
 package pyrunner

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,7 @@ func requirePython(tb testing.TB) {
 // the runner, a workspace and, next to it, a secret that every escape probe
 // tries to read (its content says ESCAPED, so a leak shows in stdout).
 type sandbox struct {
-	Runner    string
+	Runner    string // the runner's directory, where Files are installed
 	Workspace string
 	Scratch   string // cwd for layers without a workspace
 	Secret    string
@@ -46,20 +47,18 @@ func newSandbox(tb testing.TB) sandbox {
 	tb.Helper()
 	root := tb.TempDir()
 	s := sandbox{
-		Runner:    filepath.Join(root, "opt", FileName),
+		Runner:    filepath.Join(root, "opt"),
 		Workspace: filepath.Join(root, "jail", "workspace"),
 		Scratch:   filepath.Join(root, "jail", "scratch"),
 		Secret:    filepath.Join(root, "jail", "secret.txt"),
 		MPL:       filepath.Join(root, "mpl"),
 	}
-	for _, d := range []string{filepath.Dir(s.Runner), s.Workspace, s.Scratch, s.MPL} {
+	for _, d := range []string{s.Runner, s.Workspace, s.Scratch, s.MPL} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(s.Runner, Source, 0o444); err != nil {
-		tb.Fatal(err)
-	}
+	installFiles(tb, s.Runner)
 	if err := os.WriteFile(s.Secret, []byte("ESCAPED-SECRET\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
@@ -77,6 +76,25 @@ func newSandbox(tb testing.TB) sandbox {
 		}
 	}
 	return s
+}
+
+// installFiles writes the runner's modules into dir, as the jail does
+// (without the bytecode: the tests run the source).
+func installFiles(tb testing.TB, dir string) {
+	tb.Helper()
+	names, err := fs.Glob(Files, "*.py")
+	if err != nil || len(names) == 0 {
+		tb.Fatalf("no runner modules in Files: %v", err)
+	}
+	for _, name := range names {
+		b, err := Files.ReadFile(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o444); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // bootFor builds the Boot the jail would send for layer.
@@ -100,9 +118,9 @@ type runOutput struct {
 	CPU time.Duration
 }
 
-// runRunner starts the runner like the jail does (python3 -I runner.py,
-// control pipes on fd 3 and 4), sends boot and code, and returns what came
-// back.
+// runRunner starts the runner like the jail does (python3 -I -B -c
+// Bootstrap, control pipes on fd 3 and 4), sends boot and code, and
+// returns what came back.
 func runRunner(tb testing.TB, ctx context.Context, s sandbox, boot Boot, code string) runOutput {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -117,7 +135,7 @@ func runRunner(tb testing.TB, ctx context.Context, s sandbox, boot Boot, code st
 	}
 	defer inW.Close()
 	defer outR.Close()
-	cmd := exec.CommandContext(ctx, hostPython, "-I", s.Runner)
+	cmd := exec.CommandContext(ctx, hostPython, "-I", "-B", "-c", Bootstrap(s.Runner))
 	cmd.ExtraFiles = []*os.File{inR, outW}
 	cmd.Dir = s.Scratch
 	if boot.Workspace != "" {
@@ -181,4 +199,10 @@ func runRunner(tb testing.TB, ctx context.Context, s sandbox, boot Boot, code st
 func (o runOutput) String() string {
 	b, _ := json.Marshal(o.Reply)
 	return fmt.Sprintf("reply: %s\nstdout: %s\nstderr: %s", b, o.Stdout, o.Stderr)
+}
+
+// jsonString renders v as JSON, which Python reads as a literal too.
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -1,22 +1,65 @@
 package pyrunner
 
 import (
-	_ "embed"
+	"embed"
+	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/pyjail/pyjail/record"
 )
 
-// Source is the runner's Python source, placed read-only in every jail at
-// Path.
+// Files holds the runner's Python modules, placed read-only side by side
+// in every jail's RunnerDir: FileName, the entry point and process side,
+// and FenceFileName, the language fence it imports. Install every *.py
+// file of Files, and address the directory by the content of all of them.
 //
-//go:embed runner.py
-var Source []byte
+//go:embed runner.py fence.py
+var Files embed.FS
 
-// Path is where the runner lives inside the jail.
+// Path is where the runner's entry point lives inside the jail.
 const Path = "/opt/pyjail/runner.py"
 
-// FileName is the runner's file name inside RunnerDir.
+// FileName is the runner's entry point inside RunnerDir.
 const FileName = "runner.py"
+
+// FenceFileName is the language fence inside RunnerDir: the runtime side of
+// package policy's PythonRules.
+const FenceFileName = "fence.py"
+
+// Bootstrap returns the program, for python -I -B -c, that starts the
+// runner installed in dir. The runner is imported rather than run as a
+// script so that the precompiled bytecode of every module is used (a
+// script's code is always compiled from source). Before main runs, the
+// bootstrap takes dir off sys.path and every runner module out of
+// sys.modules, binding none of them in __main__: user code can then
+// neither import a copy of the runner nor reach the running one through
+// the import system.
+func Bootstrap(dir string) string {
+	main := strings.TrimSuffix(FileName, ".py")
+	var b strings.Builder
+	b.WriteString("import sys; sys.path.insert(0, " + strconv.Quote(dir) + "); ")
+	b.WriteString("__import__(" + strconv.Quote(main) + "); del sys.path[0]; ")
+	for _, m := range modules() {
+		if m != main {
+			b.WriteString("del sys.modules[" + strconv.Quote(m) + "]; ")
+		}
+	}
+	b.WriteString("sys.modules.pop(" + strconv.Quote(main) + ").main()")
+	return b.String()
+}
+
+// modules returns the module names of Files, sorted.
+func modules() []string {
+	names, err := fs.Glob(Files, "*.py")
+	if err != nil {
+		panic(err) // only for a malformed pattern
+	}
+	for i, n := range names {
+		names[i] = strings.TrimSuffix(n, ".py")
+	}
+	return names
+}
 
 // Descriptor numbers the runner reads and writes.
 const (

@@ -1,64 +1,50 @@
 # pyjail runner: pid 1 of a jail. See package pyrunner for the protocol.
 #
-# The kernel jail is the security boundary. This file is the second fence:
-# it refuses code that reaches for the interpreter's internals, files,
-# processes or the network, so that a model gets a clear rule ID instead of
-# poking at the kernel, and so that a single kernel bug is not enough.
+# This is the process side of the jail's Python: it speaks the protocol
+# with the supervisor (Boot, Ready, Exec, Reply), runs the user's code and
+# serialises its reply, captures figures, arms PR_SET_PDEATHSIG and
+# Landlock, and, as a fork server, forks and isolates one child per run.
+# What the user's code may say and reach is the language fence's
+# (fence.py, the runtime twin of Go's policy/python.go); this module
+# imports it and hands it the code, never the other way round.
 #
-# Layers (Boot.layer), with the rules themselves sent by the supervisor in
-# Boot.policy (rendered by Go package policy, which is the reviewable copy):
-#   none       full Python; only the kernel contains the code.
-#   workspace  AST check, guarded builtins, import deny-list, open() confined
-#              to the workspace, runtime audit hook.
-#   calc       the same plus a builtins whitelist and the calculator modules
-#              in scope without import, imported lazily on first use.
-#
-# Enforcement, outermost first:
-#   1. AST check of the user's code (rule IDs, line, col) -> status rejected.
-#   2. Restricted builtins: no exec/eval/compile/open-anywhere/vars/...;
-#      guarded __import__, getattr, hasattr, setattr, delattr.
-#   3. Every module handed to user code is wrapped in a proxy that refuses
-#      private and dunder attributes, denied modules (numpy.os, tempfile.os),
-#      and objects defined in denied modules.
-#   4. An audit hook (sys.addaudithook; it cannot be removed) that, while
-#      user code runs, judges each event by the innermost Python frame: code
-#      from the user (or compiled at run time) gets the strict policy, the
-#      installed libraries a lenient one, so that numpy may import os but
-#      user code may not. Every compile() during the user phase is AST-checked
-#      with the same rules, which covers eval paths inside libraries (sympy
-#      sympify/parse_expr/lambdify, pandas eval/query).
-import ast
+# The kernel jail is the security boundary; the fence is the second one.
+# Both modules sit read-only in the runner directory, and the bootstrap
+# (package pyrunner, Bootstrap) removes both from sys.modules and their
+# directory from sys.path before main() runs, so user code can neither
+# import a copy nor reach these through the import system; the fence's
+# dunder, frame and module guards cover this module as they cover its own.
 import json
 import os
 import sys
+
+import fence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 SIGKILL = 9
 
-# Filename of the user's code in code objects and tracebacks.
-USER_FILE = "<code>"
+# The supervisor's channel (pyrunner.FDControlIn, FDControlOut). Once user
+# code runs, the fence refuses to open them for anyone, libraries included.
+FD_CONTROL_IN, FD_CONTROL_OUT = 3, 4
 
 
-class _State:
-    """Mutable runner state. Reachable only through dunder or frame
-    attributes, which the Python layer blocks; the kernel covers the rest."""
+class _ProcessState:
+    """The process side's mutable state: what a fork server prepared for
+    its children, and what a forked child was asked to do while idle.
+    Reachable only through dunder or frame attributes, which the fence
+    blocks; the kernel covers the rest."""
 
     __slots__ = (
-        "user", "layer", "policy", "workspace", "deny", "deny_why",
-        "dunders", "blocked_attrs", "module_attrs", "blocked_mod_attrs",
-        "trusted", "codegen", "ro_prefixes", "rw_dirs", "control_fds",
-        "checking", "builtins", "proxies", "real", "dangerous",
-        "always_blocked", "untrusted_blocked", "families", "untrusted_families", "rules",
-        "format_names", "compile_name_prefixes", "compile_denied", "warmup",
-        "isolation", "warm_idle",
+        "warmup",     # (code objects, scope, source) of the warm-up, or None
+        "isolation",  # _prepare_isolation's result, computed once in the server
+        "warm_idle",  # a forked child warms up after "ready" until its code arrives
     )
 
 
-_S = _State()
-_S.user = False
-_S.checking = 0
+_S = _ProcessState()
 _S.warmup = None
+_S.isolation = None
 _S.warm_idle = False
 
 
@@ -169,838 +155,25 @@ def _landlock(ctypes, libc, workspace):
     return "active (ABI %d)" % abi
 
 
-# -------------------------------------------------------------- policy ---
-
-def _load_policy(boot):
-    p = boot.get("policy") or {}
-    _S.policy = p
-    _S.layer = boot.get("layer") or "none"
-    ws = boot.get("workspace") or ""
-    _S.workspace = os.path.realpath(ws) if ws else ""
-    _S.deny = {}
-    for e in p.get("denied_modules") or ():
-        _S.deny[e["name"]] = e["why"]
-    _S.dunders = frozenset(e["name"] for e in p.get("allowed_dunders") or ())
-    _S.blocked_attrs = frozenset(e["name"] for e in p.get("blocked_attributes") or ())
-    _S.module_attrs = frozenset(e["name"] for e in p.get("module_name_attributes") or ())
-    _S.blocked_mod_attrs = {e["name"]: e["why"] for e in p.get("blocked_module_attributes") or ()}
-    _S.format_names = frozenset(e["name"] for e in p.get("format_methods") or ())
-    _S.compile_denied = {e["name"]: e["why"] for e in p.get("compile_denied_names") or ()}
-    _S.compile_name_prefixes = tuple(e["name"] for e in p.get("compile_allowed_name_prefixes") or ())
-    _S.rules = {r["id"]: r for r in p.get("rules") or ()}
-    au = p.get("audit") or {}
-    _S.always_blocked = frozenset(e["name"] for e in au.get("always_blocked") or ())
-    _S.untrusted_blocked = frozenset(e["name"] for e in au.get("untrusted_blocked") or ())
-    _S.families = frozenset(e["name"] for e in au.get("blocked_families") or ())
-    _S.untrusted_families = frozenset(e["name"] for e in au.get("untrusted_families") or ())
-    _S.codegen = tuple(e["name"] for e in p.get("trusted_codegen") or ())
-    fp = p.get("files") or {}
-    ro = [os.path.normpath(e["name"]) for e in fp.get("library_read") or ()]
-    _S.ro_prefixes = tuple(x.rstrip("/") + "/" for x in ro) + tuple(ro)
-    rw = [os.path.normpath(e["name"]) for e in fp.get("library_write") or ()]
-    mpl = os.environ.get("MPLCONFIGDIR")
-    if mpl:
-        rw.append(os.path.realpath(mpl))
-    _S.rw_dirs = tuple(rw)
-    # Code from these files is the installed Python and its libraries; the
-    # runner computes them before user code can change anything.
-    here = os.path.abspath(__file__)
-    trusted = ["<frozen ", here]
-    for d in sys.path:
-        if d and os.path.isabs(d) and d.startswith("/usr/"):
-            trusted.append(d.rstrip("/") + "/")
-    _S.trusted = tuple(trusted)
-    _S.control_fds = frozenset((3, 4))
-    _S.proxies = {}
-
-
-def _rule_msg(rule, **kw):
-    r = _S.rules.get(rule)
-    tmpl = r["message"] if r else rule + ": {what}"
-    try:
-        return "%s: %s" % (rule, tmpl.format(**kw))
-    except (KeyError, IndexError):
-        return "%s: %s" % (rule, tmpl)
-
-
-def _is_dunder(name):
-    return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
-def _module_denied(name):
-    """Return the reason a dotted module name is denied, or None."""
-    if name == "__future__":
-        return None
-    parts = name.split(".")
-    for i, part in enumerate(parts):
-        if part.startswith("_"):
-            return "private modules are implementation details of the libraries"
-        why = _S.deny.get(".".join(parts[: i + 1]))
-        if why:
-            return why
-    return None
-
-
-def _module_denied_explicit(name):
-    """Like _module_denied, for the __module__ of an object: private
-    implementation modules are fine there (scipy.integrate._quadpack_py),
-    only the deny-list counts."""
-    parts = name.split(".")
-    for i in range(len(parts)):
-        why = _S.deny.get(".".join(parts[: i + 1]))
-        if why:
-            return why
-    return None
-
-
-def _attr_denied(name):
-    """Return the rule for an attribute name user code may not use."""
-    if _is_dunder(name):
-        return None if name in _S.dunders else "PJ002"
-    if name in _S.blocked_attrs:
-        return "PJ005"
-    return None
-
-
-# ----------------------------------------------------------- AST check ---
-
-# The checker also runs while user code runs (on code that libraries
-# compile), after user code may have reassigned attributes of the ast
-# classes (ast.Call._fields = (), ast.NodeVisitor.generic_visit = ...,
-# ast.Name.__name__ = "Constant"). So it captures, before any user code,
-# each node class's fields and its instance-dict getter, and dispatches on
-# class identity; it never uses NodeVisitor, ast.walk or node attributes.
-_AST_DICT = ast.AST.__dict__["__dict__"].__get__
-_AST_FIELDS = {c: tuple(c._fields) for c in vars(ast).values()
-               if isinstance(c, type) and issubclass(c, ast.AST)}
-
-
-def _fields(node):
-    d = _AST_DICT(node, type(node))
-    return [(f, d.get(f)) for f in _AST_FIELDS.get(type(node), ())]
-
-
-def _children(node):
-    for _name, v in _fields(node):
-        if type(v) is list:
-            for x in v:
-                if isinstance(x, ast.AST):
-                    yield x
-        elif isinstance(v, ast.AST):
-            yield v
-
-
-def _walk(tree):
-    todo = [tree]
-    while todo:
-        n = todo.pop()
-        todo.extend(_children(n))
-        yield n
-
-
-def _get(node, name, default=None):
-    return _AST_DICT(node, type(node)).get(name, default)
-
-
-class _Checker:
-    """Collects every rule violation of a tree (rule, message, line, col)."""
-
-    def __init__(self, unavailable, library=False):
-        self.found = []
-        self.unavailable = unavailable  # builtin name -> why
-        self.library = library
-        self.bound = set()
-
-    def add(self, node, rule, **kw):
-        self.found.append({
-            "rule": rule, "message": _rule_msg(rule, **kw),
-            "line": _get(node, "lineno", 0) or 0,
-            "col": (_get(node, "col_offset", 0) or 0) + 1,
-        })
-
-    def check(self, tree):
-        # Names the code binds itself are not the builtins of the same name.
-        for n in _walk(tree):
-            t = type(n)
-            if t is ast.Name and type(_get(n, "ctx")) in (ast.Store, ast.Del):
-                self.bound.add(_get(n, "id"))
-            elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-                self.bound.add(_get(n, "name"))
-            elif t is ast.arg:
-                self.bound.add(_get(n, "arg"))
-            elif t is ast.alias:
-                self.bound.add((_get(n, "asname") or _get(n, "name")).split(".")[0])
-        for n in _walk(tree):
-            visit = _VISITORS.get(type(n))
-            if visit is not None:
-                visit(self, n)
-        self.found.sort(key=lambda f: (f["line"], f["col"], f["rule"]))
-        return self.found
-
-    def attr(self, node, name):
-        rule = _attr_denied(name)
-        if rule:
-            self.add(node, rule, name=name)
-        elif name in _S.module_attrs:
-            self.add(node, "PJ007", name=name)
-
-    def visit_Attribute(self, node):
-        name = _get(node, "attr")
-        self.attr(node, name)
-        if _is_dunder(name) and type(_get(node, "ctx")) is not ast.Load and not self.library:
-            # x.__init__ = f, C.__name__ = "Constant": allowed dunders are
-            # for reading; writing them rewires other code.
-            self.add(node, "PJ002", name=name)
-
-    def visit_Name(self, node):
-        n = _get(node, "id")
-        if _is_dunder(n) and n not in _S.dunders:
-            if not (self.library and n.startswith(_S.compile_name_prefixes)):
-                self.add(node, "PJ004", name=n)
-        elif self.library and n in _S.compile_denied:
-            # Code a library evaluates runs with the real builtins, so the
-            # guarded ones' names must not appear in it at all.
-            self.add(node, "PJ006", name=n, why=_S.compile_denied[n])
-        elif type(_get(node, "ctx")) is ast.Load and n not in self.bound:
-            if n in ("exec", "eval", "compile"):
-                self.add(node, "PJ001", name=n)
-            elif n in self.unavailable:
-                self.add(node, "PJ006", name=n, why=self.unavailable[n])
-
-    def visit_Import(self, node):
-        for a in _get(node, "names") or ():
-            name = _get(a, "name")
-            why = _module_denied(name)
-            if why:
-                self.add(node, "PJ003", name=name, why=why)
-
-    def visit_ImportFrom(self, node):
-        module = _get(node, "module") or ""
-        if _get(node, "level"):
-            self.add(node, "PJ003", name="." * _get(node, "level") + module,
-                     why="relative imports have no package to be relative to")
-            return
-        why = _module_denied(module)
-        if why:
-            self.add(node, "PJ003", name=module, why=why)
-            return
-        for a in _get(node, "names") or ():
-            name = _get(a, "name")
-            if name != "*" and (name.startswith("_") and module != "__future__"):
-                self.add(node, "PJ002", name=name)
-            elif name in _S.module_attrs:
-                self.add(node, "PJ007", name=name)
-            elif name != "*":
-                why = _module_denied(module + "." + name)
-                if why:
-                    self.add(node, "PJ003", name=module + "." + name, why=why)
-
-    def visit_Global(self, node):
-        for n in _get(node, "names") or ():
-            if _is_dunder(n) and n not in _S.dunders:
-                self.add(node, "PJ004", name=n)
-
-    def visit_MatchClass(self, node):
-        # case C(attr=pattern) reads attributes by name.
-        for n in _get(node, "kwd_attrs") or ():
-            self.attr(node, n)
-
-    def visit_Call(self, node):
-        f = _get(node, "func")
-        args = _get(node, "args") or []
-        # getattr(x, "__class__") with a constant name: say so before running.
-        if type(f) is ast.Name and _get(f, "id") in ("getattr", "setattr", "delattr") and len(args) >= 2:
-            a = args[1]
-            if type(a) is ast.Constant and type(_get(a, "value")) is str:
-                self.attr(node, _get(a, "value"))
-        # "{0.__class__}".format(x): format fields read attributes.
-        if type(f) is ast.Attribute and _get(f, "attr") in _S.format_names:
-            v = _get(f, "value")
-            if type(v) is ast.Constant and type(_get(v, "value")) is str:
-                bad = _format_violation(_get(v, "value"))
-                if bad:
-                    self.add(node, _attr_denied(bad) or "PJ002", name=bad)
-
-
-_VISITORS = {
-    ast.Attribute: _Checker.visit_Attribute, ast.Name: _Checker.visit_Name,
-    ast.Import: _Checker.visit_Import, ast.ImportFrom: _Checker.visit_ImportFrom,
-    ast.Global: _Checker.visit_Global, ast.Nonlocal: _Checker.visit_Global,
-    ast.MatchClass: _Checker.visit_MatchClass, ast.Call: _Checker.visit_Call,
-}
-
-
-def _format_violation(s, depth=0):
-    """Return the first blocked attribute a format string reads, or None."""
-    import _string
-    if depth > 3 or "{" not in s:
-        return None
-    try:
-        items = list(_string.formatter_parser(s))
-    except (ValueError, TypeError):
-        return None
-    for _lit, field, spec, _conv in items:
-        bad = field and _field_violation(field)
-        if bad:
-            return bad
-        if spec:
-            bad = _format_violation(spec, depth + 1)
-            if bad:
-                return bad
-    return None
-
-
-def _field_violation(field):
-    """Return the first blocked attribute a format field ("0.x.y") reads."""
-    import _string
-    try:
-        _first, rest = _string.formatter_field_name_split(field)
-        for is_attr, name in rest:
-            if is_attr and isinstance(name, str) and _attr_denied(name):
-                return name
-    except (ValueError, TypeError):
-        pass
-    return None
-
-
-class _FormatRewriter(ast.NodeTransformer):
-    """x.format -> __pj_attr__(x, "format"): str.format and friends read
-    attributes named in their format string, so their calls are checked at
-    run time; the rewrite runs after the check, so the dunder name is ours."""
-
-    def visit_Attribute(self, node):
-        self.generic_visit(node)
-        if node.attr in _S.format_names and isinstance(node.ctx, ast.Load):
-            call = ast.Call(ast.Name("__pj_attr__", ast.Load()), [node.value, ast.Constant(node.attr)], [])
-            return ast.copy_location(call, node)
-        return node
-
-
-# ------------------------------------------------------- runtime guards ---
-
-def _blocked_attribute(name, rule):
-    return AttributeError(_rule_msg(rule, name=name))
-
-
-def _wrap_format(fn, name, recv=None):
-    # recv is the object the method was read from: for "...".format the
-    # format string is the receiver, not an argument.
-    def checked(*args, **kwargs):
-        for a in [recv] + list(args) + list(kwargs.values()):
-            if isinstance(a, str):
-                bad = _format_violation(a) or (name == "get_field" and _field_violation(a))
-                if bad:
-                    raise _blocked_attribute(bad, _attr_denied(bad) or "PJ002")
-        return fn(*args, **kwargs)
-    return checked
-
-
-def _guard_value(v):
-    """Filter an object about to reach user code from a module attribute."""
-    import types
-    if isinstance(v, types.ModuleType):
-        why = _module_denied_explicit(v.__name__)
-        if why:
-            raise ImportError(_rule_msg("PJ003", name=v.__name__, why=why))
-        return _proxy(v)
-    sub = _S.dangerous.get(id(v))
-    if sub is not None and sub[0] is v:
-        if sub[1] is None:
-            raise AttributeError(_rule_msg("PJ006", name=getattr(v, "__name__", "?"),
-                                           why="a library re-exports it, and this profile removes it"))
-        return sub[1]
-    if callable(v):
-        try:
-            m = getattr(v, "__module__", None)
-        except Exception:
-            m = None
-        if isinstance(m, str) and m and m != "builtins":
-            why = _module_denied_explicit(m)
-            if why:
-                raise ImportError(_rule_msg("PJ003", name=m, why=why))
-    return v
-
-
-def _proxy(mod):
-    p = _S.proxies.get(mod.__name__)
-    if p is not None:
-        return p
-    prefix = mod.__name__ + "."
-    blocked_here = frozenset(a[len(prefix):] for a in _S.blocked_mod_attrs if a.startswith(prefix))
-    # Attribute values are checked once: modules rarely change, and loops
-    # over math.sqrt should not pay for the check every time.
-    cache = {}
-
-    def get(name):
-        v = cache.get(name, cache)
-        if v is not cache:
-            return v
-        if name == "__dict__":
-            # Only for "from m import *", which reads the keys.
-            return {k: None for k in list(vars(mod)) if not k.startswith("_")}
-        if name.startswith("_") and name not in _S.dunders:
-            raise AttributeError(_rule_msg("PJ002", name=name))
-        if name in blocked_here:
-            raise AttributeError(_rule_msg("PJ008", name=prefix + name, why=_S.blocked_mod_attrs[prefix + name]))
-        v = getattr(mod, name)
-        if name in _S.format_names:
-            v = _wrap_format(v, name)
-        else:
-            v = _guard_value(v)
-        cache[name] = v
-        return v
-
-    class module:
-        __slots__ = ()
-
-        def __getattribute__(self, name):
-            return get(name)
-
-        def __setattr__(self, name, value):
-            raise AttributeError("modules are read-only in this profile")
-
-        def __delattr__(self, name):
-            raise AttributeError("modules are read-only in this profile")
-
-        def __dir__(self):
-            return [k for k in dir(mod) if not k.startswith("_")]
-
-        def __repr__(self):
-            return "<module %r>" % mod.__name__
-
-    module.__qualname__ = module.__name__ = "module"
-    p = module()
-    _S.proxies[mod.__name__] = p
-    return p
-
-
-def _lazy(modname):
-    """A calc module in scope: imported on first touch, so print(1 + 1)
-    pays for none of numpy, pandas, scipy and sympy."""
-    state = []
-
-    def resolve():
-        if not state:
-            state.append(_guarded_import(modname, None, None, ("__name__",) if "." in modname else (), 0))
-        return state[0]
-
-    class lazymodule:
-        __slots__ = ()
-
-        def __getattribute__(self, name):
-            return getattr(resolve(), name)
-
-        def __dir__(self):
-            return dir(resolve())
-
-        def __repr__(self):
-            return repr(resolve())
-
-    lazymodule.__qualname__ = lazymodule.__name__ = "module"
-    return lazymodule()
-
-
-def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level:
-        raise ImportError(_rule_msg("PJ003", name="." * level + name,
-                                    why="relative imports have no package to be relative to"))
-    if type(fromlist) is list and not fromlist:
-        # C code (PyImport_Import) calls the __import__ of the innermost
-        # frame's builtins -- ours, while user code runs -- with an empty
-        # list, and uses sys.modules, not our return value. ndarray.sum
-        # imports numpy.core._methods that way. The import statement passes
-        # None or a tuple; calling __import__ directly is refused (PJ004).
-        why = _module_denied_explicit(name)
-        if why:
-            raise ImportError(_rule_msg("PJ003", name=name, why=why))
-        return _proxy(_S.real["__import__"](name, None, None, fromlist, 0))
-    why = _module_denied(name)
-    if why:
-        raise ImportError(_rule_msg("PJ003", name=name, why=why))
-    for item in fromlist or ():
-        if item != "*" and item != "__name__":
-            why = _module_denied(name + "." + item)
-            if why:
-                raise ImportError(_rule_msg("PJ003", name=name + "." + item, why=why))
-    # With a fromlist, __import__("a.b") returns a.b itself, else a.
-    return _proxy(_S.real["__import__"](name, None, None, fromlist, 0))
-
-
-def _guarded_getattr(obj, name, *default):
-    if isinstance(name, str):
-        rule = _attr_denied(name)
-        if rule:
-            raise _blocked_attribute(name, rule)
-    v = getattr(obj, name, *default)
-    if isinstance(name, str) and name in _S.format_names and callable(v):
-        return _wrap_format(v, name, obj)
-    return _guard_value(v)
-
-
-def _guarded_hasattr(obj, name):
-    # A bool leaks no object, so protocol probes such as
-    # hasattr(x, "__iter__") keep working; only getattr hands objects out.
-    return hasattr(obj, name)
-
-
-def _guarded_setattr(obj, name, value):
-    if isinstance(name, str):
-        rule = "PJ002" if _is_dunder(name) else _attr_denied(name)
-        if rule:
-            raise _blocked_attribute(name, rule)
-    setattr(obj, name, value)
-
-
-def _guarded_delattr(obj, name):
-    if isinstance(name, str):
-        rule = "PJ002" if _is_dunder(name) else _attr_denied(name)
-        if rule:
-            raise _blocked_attribute(name, rule)
-    delattr(obj, name)
-
-
-def _pj_attr(obj, name):
-    # Target of the _FormatRewriter: name is one of the format methods.
-    return _wrap_format(getattr(obj, name), name, obj)
-
-
-def _workspace_open(file, mode="r", *args, **kwargs):
-    # The audit hook applies the same rule; checking here first gives user
-    # code a precise message even before the hook sees the path.
-    if isinstance(file, int):
-        raise PermissionError(_rule_msg("PJ009", path=str(file), where="file descriptors"))
-    # Convert once, so a path-like object cannot answer differently to the
-    # check and to the open.
-    file = _coerce_path(os.fspath(file))
-    _check_user_path(file)
-    return _S.real["open"](file, mode, *args, **kwargs)
-
-
-def _unavailable_builtins():
-    """Builtin name -> reason, for names the current layer removes."""
-    out = {}
-    for e in _S.policy.get("denied_builtins") or ():
-        out[e["name"]] = e["why"]
-    return out
-
-
-def _make_builtins():
-    import builtins
-    real = {k: getattr(builtins, k) for k in dir(builtins)}
-    _S.real = real
-    guarded = {
-        "__import__": _guarded_import,
-        "getattr": _guarded_getattr,
-        "hasattr": _guarded_hasattr,
-        "setattr": _guarded_setattr,
-        "delattr": _guarded_delattr,
-    }
-    if _S.layer == "workspace":
-        guarded["open"] = _workspace_open
-    denied = _unavailable_builtins()
-    if _S.layer == "calc":
-        allowed = set(e["name"] for e in _S.policy.get("builtins") or ())
-        if _S.policy.get("builtin_exceptions"):
-            allowed |= {k for k, v in real.items() if isinstance(v, type) and issubclass(v, BaseException)}
-    else:
-        allowed = set(real) - set(denied)
-    b = {}
-    for k in allowed:
-        if k in denied or _is_dunder(k):
-            continue
-        if k in real:
-            b[k] = real[k]
-    for k, v in guarded.items():
-        if k in allowed or _is_dunder(k):
-            b[k] = v
-    b["__build_class__"] = real["__build_class__"]
-    b["__import__"] = _guarded_import
-    b["__pj_attr__"] = _pj_attr
-    # Library modules that re-export a dangerous builtin hand out the guarded
-    # one (or nothing) instead.
-    dang = {}
-    for k in ("getattr", "hasattr", "setattr", "delattr", "__import__", "open"):
-        dang[id(real[k])] = (real[k], guarded.get(k) if k in b or k == "__import__" else None)
-    for k in ("eval", "exec", "compile", "vars", "globals", "locals", "breakpoint", "input", "help",
-              "exit", "quit", "memoryview"):
-        if k in real:
-            dang[id(real[k])] = (real[k], None)
-    _S.dangerous = dang
-    return b
-
-
-def _scope_globals():
-    g = {"__name__": "__main__", "__doc__": None}
-    if _S.layer == "calc":
-        for e in _S.policy.get("scope") or ():
-            g[e["name"]] = _lazy(e["module"])
-    return g
-
-
-# ------------------------------------------------------------ audit hook ---
-
-def _frame_untrusted(f):
-    """Is the innermost Python frame code the user controls?"""
-    while f is not None and f.f_code.co_filename == __file__ and f.f_code.co_name.startswith("_hook"):
-        f = f.f_back
-    if f is None:
-        return False
-    return not f.f_code.co_filename.startswith(_S.trusted)
-
-
-def _coerce_path(path):
-    """Return path as an exact str (or int), running no user code.
-
-    The checks below call string methods; on a str subclass those could be
-    the user's own methods, running while the hook is switched off."""
-    t = type(path)
-    if t is int:
-        return path
-    if t is not str and t is not bytes:
-        if isinstance(path, str):
-            path = "".join((path,))  # copies into an exact str
-        elif isinstance(path, bytes):
-            path = b"".join((path,))
-        else:
-            fn = _lookup_static(t, "__fspath__")
-            code = getattr(fn, "__code__", None)
-            if code is not None and not code.co_filename.startswith(_S.trusted):
-                raise PermissionError(_rule_msg("PJ009", path="<path-like object>",
-                                                where="str paths (path-like objects defined by the code are refused)"))
-            return _coerce_path(os.fspath(path))
-    if type(path) is bytes:
-        path = os.fsdecode(path)
-    return path
-
-
-def _lookup_static(tp, name):
-    # Like inspect.getattr_static: no __getattr__/metaclass code runs.
-    for klass in type.__dict__["__mro__"].__get__(tp):
-        d = type.__dict__["__dict__"].__get__(klass)
-        if name in d:
-            return d[name]
-    return None
-
-
-def _norm(path):
-    path = _coerce_path(path)
-    if not os.path.isabs(path):
-        path = os.path.join(os.getcwd(), path)
-    return os.path.normpath(path)
-
-
-def _beneath(p, dirs):
-    for d in dirs:
-        if d and (p == d or p.startswith(d + "/")):
-            return True
-    return False
-
-
-_NO_WORKSPACE = "the workspace, and this profile has none"
-
-
-def _check_user_path(path):
-    """Strict rule for a path user code names itself."""
-    if _S.layer != "workspace" or not _S.workspace:
-        raise PermissionError(_rule_msg("PJ009", path=str(path), where=_NO_WORKSPACE))
-    rp = os.path.realpath(_norm(path))
-    if not _beneath(rp, (_S.workspace,)):
-        raise PermissionError(_rule_msg("PJ009", path=str(path), where=_S.workspace))
-
-
-def _check_lib_path(path, write):
-    """Lenient rule for a path a library opens on the user's behalf."""
-    p = _norm(path)
-    if not write and _ro(p):
-        return
-    rp = os.path.realpath(p)
-    ok = (_S.workspace,) + _S.rw_dirs
-    if _beneath(rp, ok):
-        return
-    if not write and _ro(rp):
-        return
-    raise PermissionError(_rule_msg("PJ009", path=str(path), where=_S.workspace or _NO_WORKSPACE))
-
-
-def _ro(p):
-    for x in _S.ro_prefixes:
-        if p.startswith(x) and (x.endswith("/") or p == x):
-            return True
-    return False
-
-
-def _is_write(mode, flags):
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return True
-    if isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
-        return True
-    return False
-
-
-def _hook_path(f, path, write):
-    if path is not None:
-        path = _coerce_path(path)
-    if isinstance(path, int):
-        if path in _S.control_fds or (path > 2 and _frame_untrusted(f)):
-            raise PermissionError(_rule_msg("PJ009", path=str(path), where="file descriptors"))
-        return
-    if path is None:
-        return
-    if not _frame_untrusted(f):
-        _check_lib_path(path, write)
-    elif write or not _ro(_norm(path)):
-        # C code (zoneinfo, numpy.fromfile) opens with the user's frame
-        # innermost; reading the read-only installation is harmless, every
-        # other path follows the user's rule. The open() builtin itself is
-        # stricter: it checked the workspace rule before getting here.
-        _check_user_path(path)
-
-
-def _hook_compile(f, args):
-    src = args[0]
-    if f is not None and f.f_code.co_filename.endswith(_S.codegen) and not _frame_untrusted(f):
-        return
-    # Libraries generate code while they are imported (mpmath builds its
-    # operators with exec); that source is the library's, not the user's.
-    g = f
-    while g is not None:
-        if g.f_code.co_filename == "<frozen importlib._bootstrap>":
-            return
-        g = g.f_back
-    if isinstance(src, bytes):
-        try:
-            src = b"".join((src,)).decode("utf-8")
-        except UnicodeDecodeError:
-            raise PermissionError(_rule_msg("PJ010", what="undecodable source"))
-    if isinstance(src, str):
-        try:
-            tree = ast.parse(src, "<compiled>", "exec")
-        except (SyntaxError, ValueError):
-            return  # compile() itself reports it
-    elif isinstance(src, ast.AST):
-        # Libraries compile trees they built; a tree from user code would be
-        # walked here with its own attribute code, so only exact node types.
-        for n in _walk(src) if type(src) in _AST_FIELDS else (src,):
-            if type(n) not in _AST_FIELDS:
-                raise PermissionError(_rule_msg("PJ010", what="syntax tree with foreign node types"))
-        tree = src
-    else:
-        return
-    found = _Checker(_unavailable_builtins(), library=True).check(tree)
-    if found:
-        raise PermissionError(_rule_msg("PJ010", what=found[0]["message"]))
-
-
-# Events the hook's own checks raise (ast.parse compiles, frame walks read
-# f_code and call sys._getframe). Only these are skipped while a check runs:
-# if user code ever ran inside a check (a __fspath__, a str subclass), every
-# other event would still be judged.
-_SELF_EVENTS = frozenset(("compile", "sys._getframe", "object.__getattr__"))
-
-
-def _hook(event, args):
-    if not _S.user or (_S.checking and event in _SELF_EVENTS):
-        return
-    family = event.partition(".")[0]
-    if event in _S.always_blocked or family in _S.families:
-        raise PermissionError(_rule_msg("PJ011", event=event))
-    if event == "open":
-        _S.checking += 1
-        try:
-            _hook_path(_hook_frame(), args[0], _is_write(args[1], args[2]))
-        finally:
-            _S.checking -= 1
-    elif event == "compile":
-        _S.checking += 1
-        try:
-            _hook_compile(_hook_frame(), args)
-        finally:
-            _S.checking -= 1
-    elif event == "import":
-        # C extensions import their private helpers lazily (ndarray.sum
-        # imports numpy.core._methods) with the user's frame innermost, so
-        # only the explicit deny-list applies here; user import statements
-        # went through the guarded __import__ already.
-        name = args[0]
-        why = _module_denied_explicit(name) if isinstance(name, str) else None
-        if why and _hook_untrusted_caller():
-            raise ImportError(_rule_msg("PJ003", name=name, why=why))
-    elif event in _S.untrusted_blocked or family in _S.untrusted_families:
-        if _hook_untrusted_caller():
-            raise PermissionError(_rule_msg("PJ011", event=event))
-    elif event == "object.__setattr__" or event == "object.__delattr__":
-        # Fires for attributes of functions and for object.__setattr__ on
-        # classes; the dunder ones (__code__, __class__, __bases__) rewire
-        # the interpreter.
-        name = args[1]
-        if (type(name) is not str or _is_dunder(name)) and _hook_untrusted_caller():
-            raise PermissionError(_rule_msg("PJ011", event=event))
-    elif event in _PATH_EVENTS:
-        write, idx = _PATH_EVENTS[event]
-        _S.checking += 1
-        try:
-            f = _hook_frame()
-            for i in idx:
-                if i < len(args):
-                    _hook_path(f, args[i], write)
-        finally:
-            _S.checking -= 1
-
-
-def _hook_untrusted_caller():
-    _S.checking += 1
-    try:
-        return _frame_untrusted(sys._getframe(2))
-    except ValueError:
-        return False  # raised from C with no Python frame: nobody's code
-    finally:
-        _S.checking -= 1
-
-
-def _hook_frame():
-    try:
-        return sys._getframe(2)
-    except ValueError:
-        return None
-
-
-# event -> (is a write, indexes of path arguments)
-_PATH_EVENTS = {
-    "os.listdir": (False, (0,)),
-    "os.scandir": (False, (0,)),
-    "os.mkdir": (True, (0,)),
-    "os.rmdir": (True, (0,)),
-    "os.remove": (True, (0,)),
-    "os.rename": (True, (0, 1)),
-    "os.link": (True, (0, 1)),
-    "os.symlink": (True, (0, 1)),
-    "os.truncate": (True, (0,)),
-    "os.chmod": (True, (0,)),
-    "os.chown": (True, (0,)),
-    "os.utime": (True, (0,)),
-    "os.setxattr": (True, (0,)),
-    "os.removexattr": (True, (0,)),
-    "os.chdir": (True, (0,)),
-    "shutil.rmtree": (True, (0,)),
-    "shutil.copyfile": (True, (1,)),
-    "shutil.move": (True, (0, 1)),
-}
-
-
 # ------------------------------------------------------------- running ---
+
+# The runner's own files (this module and the fence). Their frames are the
+# guards between the user's code and the libraries: tracebacks skip them.
+_OWN_FILES = (__file__, fence.__file__)
+
 
 def _register_source(code):
     import linecache
     lines = code.splitlines(True)
-    linecache.cache[USER_FILE] = (len(code), None, lines, USER_FILE)
+    linecache.cache[fence.USER_FILE] = (len(code), None, lines, fence.USER_FILE)
 
 
 def _print_user_traceback(e):
     import traceback
     # Show the user's frames and the libraries', never the runner's: the
     # traceback starts at the user's code and skips the guards in between.
-    frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename != __file__]
-    while frames and frames[0].filename != USER_FILE:
+    frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename not in _OWN_FILES]
+    while frames and frames[0].filename != fence.USER_FILE:
         frames.pop(0)
     out = []
     if frames:
@@ -1040,10 +213,8 @@ def _prepare(boot):
     only: nothing here is shared with another run.
     """
     p = {}
-    if _S.layer in ("calc", "workspace"):
-        g = _scope_globals()
-        g["__builtins__"] = _make_builtins()
-        p["globals"] = g
+    if fence.restricted():
+        p["globals"] = fence.user_globals()
     headroom = boot.get("address_space_bytes") or 0
     if headroom:
         # The limit is headroom above what the interpreter (and whatever it
@@ -1058,33 +229,23 @@ def _prepare(boot):
 
 
 def _run(code, boot, prepared):
-    reply = {"status": "ok", "exit_code": 0}
+    """Checks and runs one code in this process, once: the one-shot path,
+    which arms the memory limit and the fence's user phase for good."""
     try:
-        tree = ast.parse(code, USER_FILE, "exec")
+        rejections, body, tail = fence.compile_user(code)
     except SyntaxError as e:
         import traceback
         traceback.print_exception(type(e), e, None)
-        reply.update(status="error", exception="SyntaxError", message=str(e), exit_code=1)
-        return reply
-    restricted = _S.layer in ("calc", "workspace")
-    if restricted:
-        found = _Checker(_unavailable_builtins()).check(tree)
-        if found:
-            reply.update(status="rejected", rejections=found, exit_code=1,
-                         message="the code was rejected by the %s profile's Python policy" % _S.layer)
-            for r in found:
-                sys.stderr.write("line %d, col %d: %s\n" % (r["line"], r["col"], r["message"]))
-            return reply
-        tree = ast.fix_missing_locations(_FormatRewriter().visit(tree))
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+        return {"status": "error", "exit_code": 1, "exception": "SyntaxError", "message": str(e)}
+    if rejections:
+        for r in rejections:
+            sys.stderr.write("line %d, col %d: %s\n" % (r["line"], r["col"], r["message"]))
+        return {"status": "rejected", "exit_code": 1, "rejections": rejections,
+                "message": "the code was rejected by the %s profile's Python policy" % fence.layer()}
     _register_source(code)
+    restricted = fence.restricted()
     if restricted:
         g = prepared["globals"]
-        body = compile(tree, USER_FILE, "exec")
-        tail = compile(last, USER_FILE, "eval") if last is not None else None
-        sys.addaudithook(_hook)
     else:
         # A real __main__ module, so pickle (multiprocessing.Pool) can find
         # functions the user defines by their qualified name.
@@ -1093,13 +254,22 @@ def _run(code, boot, prepared):
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
         g = main.__dict__
-        body = compile(tree, USER_FILE, "exec")
-        tail = compile(last, USER_FILE, "eval") if last is not None else None
     limit = prepared.get("address_space_limit")
     if limit:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    _S.user = restricted
+    if restricted:
+        fence.enter_user_phase()
+    return _execute(body, tail, g, boot)
+
+
+def _execute(body, tail, g, boot):
+    """Runs compiled user code (fence.compile_user's body and tail) in the
+    globals g and returns the reply: the value of the last expression, the
+    figures, or how the code failed. The one-shot arming (the memory limit,
+    the user phase) is _run's, not this function's: a caller that keeps g
+    from one code to the next calls it again with the next code."""
+    reply = {"status": "ok", "exit_code": 0}
     try:
         exec(body, g)
         if tail is not None:
@@ -1203,7 +373,8 @@ def _address_space_size():
 #      into a cgroup of its own;
 #   3. is pid 1 of a new pid namespace (the server unshared one for it) and
 #      unshares mount, net, ipc and uts namespaces; mounts its own /proc
-#      with the jail's masks, and fresh tmpfs on /tmp and /dev/shm;
+#      and fresh tmpfs on /tmp and /dev/shm (Boot.fork_server.mounts, or
+#      the built-in table), then applies the jail's /proc masks;
 #   4. sets the jail's rlimits, drops every capability (bounding set
 #      included), becomes the sandbox user and installs the jail's seccomp
 #      filter on top of the server's;
@@ -1234,8 +405,11 @@ _SERVER_FILES = []
 
 def _check(ctypes, rc, what):
     if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+        raise _errno_error(ctypes.get_errno(), what)
+
+
+def _errno_error(e, what):
+    return OSError(e, "%s: %s" % (what, os.strerror(e)))
 
 
 def _serve_forks(ctypes, libc, boot, cin, cout):
@@ -1339,9 +513,9 @@ def _prerun(boot):
         return ""
     import importlib
     scope = {}
-    for e in (getattr(_S, "policy", None) or {}).get("scope") or ():
+    for name, module in fence.scope_modules():
         try:
-            scope[e["name"]] = importlib.import_module(e["module"])
+            scope[name] = importlib.import_module(module)
         except ImportError:
             pass
     try:
@@ -1383,14 +557,11 @@ def _warm_child(stop=None):
     import contextlib
     import io
     codes, scope, source = _S.warmup
-    if _S.layer in ("calc", "workspace"):
-        # The runner's own path, which has pages to copy too: the AST
-        # check, the rewrite and compile. All of it is recomputed for the
-        # real run; nothing is kept. (The guarded builtins and the scope
-        # are built for the run itself once the warm-up ends: _prepare.)
-        tree = ast.parse(source, USER_FILE, "exec")
-        _Checker(_unavailable_builtins()).check(tree)
-        compile(ast.fix_missing_locations(_FormatRewriter().visit(tree)), USER_FILE, "exec")
+    # The fence's own path, which has pages to copy too: the AST check,
+    # the rewrite and compile. All of it is recomputed for the real run;
+    # nothing is kept. (The guarded builtins and the scope are built for
+    # the run itself once the warm-up ends: _prepare.)
+    fence.exercise(source)
     g = {"__name__": "__pyjail_warmup__"}
     g.update(scope)
     sink = io.StringIO()
@@ -1451,9 +622,9 @@ def _choose_fork(ctypes):
 
 
 def _prepare_isolation(ctypes, libc, fs):
-    """What every child needs for _isolate, computed once in the server."""
-    mount = libc.mount
-    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    """What every child needs for _isolate, computed once in the server.
+    A malformed Boot.fork_server fails here, before the server says ready,
+    rather than in every child."""
     import base64
 
     class SockFprog(ctypes.Structure):
@@ -1470,9 +641,76 @@ def _prepare_isolation(ctypes, libc, fs):
             if line.startswith("CapBnd:"):
                 bounding = int(line.split()[1], 16)
     caps = [c for c in range(64) if bounding >> c & 1]
-    return {"mount": mount, "fprog": fprog, "buf": buf, "caps": caps, "fs": fs,
+    return {"mount": _mounter(ctypes, libc), "fprog": fprog, "buf": buf, "caps": caps, "fs": fs,
+            "mounts": _mount_table(fs),
             "masked": [p.encode() for p in fs.get("masked") or []],
             "readonly": [p.encode() for p in fs.get("readonly") or []]}
+
+
+def _mounter(ctypes, libc):
+    """mount(2) as a function that returns 0 or the errno."""
+    mount = libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+    def call(source, target, fstype, flags, data):
+        if mount(source, target, fstype, flags, data) == 0:
+            return 0
+        return ctypes.get_errno()
+    return call
+
+
+# The mounts a child makes for itself: the server's /proc shows the
+# server's pid namespace, in which every sibling child is visible, and
+# its /tmp and /dev/shm are shared by every child. A table from the boot
+# message must replace all three.
+_CHILD_MOUNTS = (b"/proc", b"/tmp", b"/dev/shm")
+_MOUNT_KEYS = ("source", "target", "fstype", "flags", "data")
+
+
+def _mount_table(fs):
+    """The child's mounts, in order, as mount(2) arguments: (source,
+    target, fstype, flags, data), bytes or None, flags an int.
+
+    Boot.fork_server.mounts, when present, is the table (package rootfs
+    owns it as data; flags are MS_* values). Without it, the built-in
+    table: /proc, then size-capped tmpfs on /tmp and /dev/shm."""
+    entries = fs.get("mounts")
+    if entries is None:
+        flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        return [
+            (b"proc", b"/proc", b"proc", flags, None),
+            (b"tmpfs", b"/tmp", b"tmpfs", flags, b"mode=1777,size=%d" % fs["tmp_bytes"]),
+            (b"tmpfs", b"/dev/shm", b"tmpfs", flags, b"mode=1777,size=%d" % fs["shm_bytes"]),
+        ]
+    if type(entries) is not list:
+        raise ValueError("fork_server.mounts: want a list, got %s" % type(entries).__name__)
+    table = []
+    for i, m in enumerate(entries):
+        where = "fork_server.mounts[%d]" % i
+        if type(m) is not dict or set(m) - set(_MOUNT_KEYS) or "target" not in m:
+            raise ValueError("%s: want an object with target and only %s" % (where, ", ".join(_MOUNT_KEYS)))
+        row = []
+        for key in _MOUNT_KEYS:
+            v = m.get(key)
+            if key == "flags":
+                # bool is an int subclass; a flag word is never true/false.
+                if type(v) is not int or not 0 <= v < 1 << 64:
+                    raise ValueError("%s: flags must be an unsigned integer" % where)
+            elif v is None and key != "target":
+                pass
+            elif type(v) is not str or "\0" in v:
+                raise ValueError("%s: %s must be a string%s" % (where, key, "" if key == "target" else " or null"))
+            else:
+                v = os.fsencode(v)
+            row.append(v)
+        if not row[1].startswith(b"/"):
+            raise ValueError("%s: target %r is not absolute" % (where, m["target"]))
+        table.append(tuple(row))
+    missing = [t.decode() for t in _CHILD_MOUNTS if t not in {row[1] for row in table}]
+    if missing:
+        raise ValueError("fork_server.mounts: no mount on %s; a child would share the server's"
+                         % ", ".join(missing))
+    return table
 
 
 def _fork_child(ctypes, libc, fds, sock, warm):
@@ -1503,76 +741,128 @@ def _fork_child(ctypes, libc, fds, sock, warm):
 
 
 def _isolate(ctypes, libc, iso):
-    """Namespaces, mounts, limits and credentials of a forked jail."""
-    import errno
-    import resource
+    """Namespaces, mounts, limits and credentials of a forked jail.
+
+    The steps run in this order because each needs a privilege that a
+    later one gives up: mounting needs the capabilities the bounding-set
+    drop and the uid change take away, and the seccomp filter comes last
+    because it refuses mount and prctl themselves."""
     fs, mount = iso["fs"], iso["mount"]
-    _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
-    _check(ctypes, mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
-    proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    _check(ctypes, mount(b"proc", b"/proc", b"proc", proc_flags, None), "mounting /proc")
-    for b in iso["masked"]:
-        if mount(b"/dev/null", b, None, MS_BIND, None) == 0:
-            continue
-        e = ctypes.get_errno()
-        if e == errno.ENOENT:
-            continue
-        if e != errno.ENOTDIR:
-            _check(ctypes, -1, "masking %s" % b.decode())
-        _check(ctypes, mount(b"tmpfs", b, b"tmpfs", MS_RDONLY, None), "masking %s" % b.decode())
-    for b in iso["readonly"]:
-        if mount(b, b, None, MS_BIND | MS_REC, None) != 0:
-            if ctypes.get_errno() == errno.ENOENT:
-                continue
-            _check(ctypes, -1, "binding %s" % b.decode())
-        _check(ctypes, mount(b, b, None, proc_flags | MS_BIND | MS_REMOUNT | MS_RDONLY, None),
-               "read-only %s" % b.decode())
-    tmp_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    for target, size in ((b"/tmp", fs["tmp_bytes"]), (b"/dev/shm", fs["shm_bytes"])):
-        data = b"mode=1777,size=%d" % size
-        _check(ctypes, mount(b"tmpfs", target, b"tmpfs", tmp_flags, data), "mounting %s" % target.decode())
+    _unshare(ctypes, libc)
+    _make_mounts_private(mount)
+    _apply_mounts(mount, iso["mounts"])
+    _mask_paths(mount, iso["masked"])
+    _make_readonly(mount, iso["readonly"])
     # The working directory still points into the server's /tmp.
     os.chdir("/tmp")
-    for res, soft, hard in fs.get("rlimits") or []:
+    _set_rlimits(fs.get("rlimits") or [])
+    _drop_bounding_set(ctypes, libc, iso["caps"])
+    _become_sandbox_user(fs["uid"], fs["gid"])
+    _clear_capabilities(ctypes, libc)
+    _set_dumpable(ctypes, libc)
+    _install_seccomp(ctypes, libc, iso["fprog"])
+
+
+def _unshare(ctypes, libc):
+    # The pid namespace was unshared by the server before the fork: a
+    # process cannot move itself into a new one.
+    _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+
+
+def _make_mounts_private(mount):
+    # Without this, the mounts below would propagate back to the server.
+    e = mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    if e:
+        raise _errno_error(e, "making mounts private")
+
+
+def _apply_mounts(mount, table):
+    """Mounts _mount_table's rows in order. A target that does not exist is
+    skipped, as a masked path is: there is nothing there to replace. Any
+    other failure, a missing source included, is fatal."""
+    import errno
+    for source, target, fstype, flags, data in table:
+        e = mount(source, target, fstype, flags, data)
+        if e == 0 or (e == errno.ENOENT and not os.path.lexists(target)):
+            continue
+        raise _errno_error(e, "mounting %s" % target.decode())
+
+
+def _mask_paths(mount, masked):
+    # /dev/null over a masked file; a read-only empty tmpfs over a masked
+    # directory. A path this kernel lacks needs no mask.
+    import errno
+    for b in masked:
+        e = mount(b"/dev/null", b, None, MS_BIND, None)
+        if e == 0 or e == errno.ENOENT:
+            continue
+        if e != errno.ENOTDIR:
+            raise _errno_error(e, "masking %s" % b.decode())
+        e = mount(b"tmpfs", b, b"tmpfs", MS_RDONLY, None)
+        if e:
+            raise _errno_error(e, "masking %s" % b.decode())
+
+
+def _make_readonly(mount, readonly):
+    import errno
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_BIND | MS_REMOUNT | MS_RDONLY
+    for b in readonly:
+        e = mount(b, b, None, MS_BIND | MS_REC, None)
+        if e == errno.ENOENT:
+            continue
+        if e:
+            raise _errno_error(e, "binding %s" % b.decode())
+        e = mount(b, b, None, flags, None)
+        if e:
+            raise _errno_error(e, "read-only %s" % b.decode())
+
+
+def _set_rlimits(rlimits):
+    import resource
+    for res, soft, hard in rlimits:
         resource.setrlimit(res, (soft, hard))
-    for cap in iso["caps"]:
+
+
+def _drop_bounding_set(ctypes, libc, caps):
+    for cap in caps:
         _check(ctypes, libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping capability %d" % cap)
-    uid, gid = fs["uid"], fs["gid"]
+
+
+def _become_sandbox_user(uid, gid):
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
+
+
+def _clear_capabilities(ctypes, libc):
     hdr = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     _check(ctypes, libc.capset(hdr, data), "clearing capabilities")
     _check(ctypes, libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+
+
+def _set_dumpable(ctypes, libc):
     # Changing uid cleared the dumpable flag, which would make /proc/self
     # root's; a single-use jail's runner is dumpable too.
     _check(ctypes, libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "setting dumpable")
+
+
+def _install_seccomp(ctypes, libc, fprog):
     # no_new_privs is set already (the jail's config), as this requires.
-    _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(iso["fprog"]), 0, 0),
+    _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
            "installing the seccomp filter")
-
-
-def _boot_error(boot):
-    layer = boot.get("layer") or "none"
-    if layer not in ("none", "calc", "workspace"):
-        return "unknown python layer %r" % layer
-    if layer != "none" and not (boot.get("policy") or {}).get("rules"):
-        # Fail closed: a restricted layer without its policy runs nothing.
-        return "layer %r needs boot.policy" % layer
-    return None
 
 
 def main():
     ctypes, libc = _libc()
     _die_with_parent(libc)
-    cin = os.fdopen(3, "r")
-    cout = os.fdopen(4, "w")
+    cin = os.fdopen(FD_CONTROL_IN, "r")
+    cout = os.fdopen(FD_CONTROL_OUT, "w")
     boot = _read_msg(cin)
     ready = {"type": "ready"}
-    err = _boot_error(boot)
+    err = fence.boot_error(boot)
     if err is None:
-        _load_policy(boot)
+        fence.load(boot, _OWN_FILES, (FD_CONTROL_IN, FD_CONTROL_OUT))
         for mod in boot.get("preload") or []:
             __import__(mod)
         if boot.get("fork_server"):
@@ -1623,7 +913,3 @@ def main():
     # garbage collector runs now must not find it off.
     _send(cout, {"type": "reply", "reply": reply})
     os._exit(reply.get("exit_code", 0) & 0xFF)
-
-
-if __name__ == "__main__":
-    main()

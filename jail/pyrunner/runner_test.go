@@ -1,6 +1,9 @@
 package pyrunner
 
 import (
+	"encoding/json"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,5 +152,62 @@ func TestRunnerLandlock(t *testing.T) {
 	}
 	if got, want := out.Reply.Status, StatusOK; got != want {
 		t.Fatalf("status %q, want %q\n%s", got, want, out)
+	}
+}
+
+// TestBootstrapForgetsTheRunner checks, from layer none where user code
+// sees the whole interpreter, that the bootstrap left no way back to the
+// runner's modules: none in sys.modules, none importable, their directory
+// not on sys.path (the escape probes import_runner and import_fence try
+// the same from behind the fence).
+func TestBootstrapForgetsTheRunner(t *testing.T) {
+	requirePython(t)
+	s := newSandbox(t)
+	mods := modules()
+	if len(mods) < 2 {
+		t.Fatalf("runner modules %v, want the runner and its fence", mods)
+	}
+	code := "import sys, importlib.util\n" +
+		"left = [m for m in " + jsonString(mods) + " if m in sys.modules or importlib.util.find_spec(m)]\n" +
+		"left += [p for p in sys.path if p == " + strconv.Quote(s.Runner) + "]\n" +
+		"left"
+	out := runRunner(t, t.Context(), s, bootFor(s, policy.LayerNone), code)
+	if got, want := out.Reply.Status, StatusOK; got != want {
+		t.Fatalf("status %q, want %q\n%s", got, want, out)
+	}
+	if out.Reply.Value == nil || *out.Reply.Value != "[]" {
+		t.Errorf("the runner is still reachable: %v\n%s", out.Reply.Value, out)
+	}
+}
+
+// TestFenceImportsNothingOfTheRunner holds the dependency rule between the
+// two modules: the process side imports the fence, never the reverse, so
+// the fence stays a function of the policy and the code alone.
+func TestFenceImportsNothingOfTheRunner(t *testing.T) {
+	requirePython(t)
+	src, err := Files.ReadFile(FenceFileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const list = `import ast, json, sys
+t = ast.parse(sys.stdin.read())
+names = [a.name for n in ast.walk(t) if isinstance(n, ast.Import) for a in n.names]
+names += [n.module or "." for n in ast.walk(t) if isinstance(n, ast.ImportFrom)]
+print(json.dumps(names))`
+	cmd := exec.CommandContext(t.Context(), hostPython, "-I", "-c", list)
+	cmd.Stdin = strings.NewReader(string(src))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("listing the fence's imports: %v", err)
+	}
+	var imports []string
+	if err := json.Unmarshal(out, &imports); err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range imports {
+		root, _, _ := strings.Cut(imp, ".")
+		if root == "" || (slices.Contains(modules(), root) && root+".py" != FenceFileName) {
+			t.Errorf("the fence imports %q, a module of the runner", imp)
+		}
 	}
 }
