@@ -189,7 +189,7 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 			perJail = append(perJail, pyrunner.Mount{FSType: string(m.Kind), Source: string(m.Kind), Target: m.Dest, Flags: mountFlags(m), Data: m.Data})
 		}
 	}
-	return pyrunner.Boot{
+	boot := pyrunner.Boot{
 		Layer:             string(prof.Python),
 		Preload:           prof.Warm.Preload,
 		AddressSpaceBytes: 2 * lim.MemoryBytes,
@@ -215,6 +215,13 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 			Warmup: prof.Warm.Warmup,
 		},
 	}
+	if prof.Workspace {
+		// Where the children's code finds the workspace, and the only
+		// place the fence lets open() reach; each child attaches the
+		// workspace of its run there (attachWorkspace).
+		boot.Workspace = record.WorkspaceMount
+	}
+	return boot
 }
 
 // awaitReady waits for the server's "ready" on its event pipe, then keeps

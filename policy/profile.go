@@ -47,7 +47,9 @@ type Warm struct {
 	// stack costs a second of CPU. Each fork still gets fresh pid, mount,
 	// net, ipc and uts namespaces, its own cgroup, /proc, /tmp and
 	// /dev/shm, and the jail's seccomp filter, and serves one execution.
-	// Profiles with a workspace cannot use it.
+	// A child of a profile with a workspace attaches the workspace of its
+	// run when its code comes, in its own mount namespace: the server has
+	// none, so one server serves any workspace.
 	ForkServer bool `json:"fork_server,omitempty"`
 	// RecycleAfter replaces a fork server with a fresh one after that many
 	// forks (0: never). Forked jails share their server's address-space
@@ -78,6 +80,17 @@ func DefaultProfiles() map[record.Profile]Profile {
 		"repr(np.arange(10**6).sum())",
 		"df = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})\nprint(df.groupby('k')['v'].sum().to_dict())",
 	}
+	// The workspace profile's jails read and write data files and draw
+	// figures: its fork server preloads pandas and matplotlib too, and
+	// warms up a read, a groupby and a figure saved to memory (never to a
+	// file: an idle child warms up before it is the sandbox user). Its
+	// scope binds nothing, so the snippets import what they use.
+	wsPreload := []string{"numpy", "pandas", "matplotlib.pyplot"}
+	wsWarmup := []string{
+		"print(1+1)",
+		"import io, pandas as pd\ndf = pd.read_csv(io.StringIO('k,v\\na,1\\nb,2\\na,3\\n'))\nprint(df.groupby('k')['v'].sum().to_dict())",
+		"import io, matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 2, 3])\nfig.savefig(io.BytesIO(), format='png')\nplt.close(fig)",
+	}
 	return map[record.Profile]Profile{
 		record.ProfileCalc: {
 			Name: record.ProfileCalc, Python: LayerCalc, Limits: DefaultLimits(),
@@ -85,7 +98,7 @@ func DefaultProfiles() map[record.Profile]Profile {
 		},
 		record.ProfileWorkspace: {
 			Name: record.ProfileWorkspace, Python: LayerWorkspace, Workspace: true, Limits: DefaultLimits(),
-			Warm: Warm{Size: 1, Preload: []string{"numpy", "pandas"}, Refill: 1, MemoryBudgetBytes: 256 * MiB},
+			Warm: Warm{Size: 4, Preload: wsPreload, Refill: 1, MemoryBudgetBytes: 512 * MiB, ForkServer: true, RecycleAfter: 500, Warmup: wsWarmup},
 		},
 		record.ProfileFull: {
 			Name: record.ProfileFull, Python: LayerNone, Workspace: true, Limits: DefaultLimits(),

@@ -104,16 +104,14 @@ func sharedEnv(t testing.TB) *testEnv {
 		if forkServerMode() {
 			// Size 0: no idle children, so every run forks on demand and
 			// the only standing jails are the fork servers themselves,
-			// which leftovers() knows to skip.
-			for _, name := range []record.Profile{record.ProfileCalc, record.ProfileFull} {
+			// which leftovers() knows to skip. Every profile forks, the
+			// workspace profile and full (with its workspace) included:
+			// their children attach the workspace of their run.
+			for _, name := range []record.Profile{record.ProfileCalc, record.ProfileWorkspace, record.ProfileFull} {
 				p := cfg.Profiles[name]
-				p.Workspace = false
 				p.Warm = policy.Warm{Preload: []string{"numpy"}, MemoryBudgetBytes: 1 << 30, ForkServer: true}
 				cfg.Profiles[name] = p
 			}
-			ws := cfg.Profiles[record.ProfileWorkspace]
-			ws.Warm = policy.Warm{}
-			cfg.Profiles[record.ProfileWorkspace] = ws
 		}
 		j, err := jail.New(context.Background(), jail.Config{Policy: cfg, Rootfs: layout})
 		if err != nil {
@@ -153,7 +151,7 @@ func (e *testEnv) run(t *testing.T, profile record.Profile, code string, opts ..
 	if err != nil {
 		t.Fatalf("Run(%q): %v", firstLine(code), err)
 	}
-	if e.pool != nil && (req.Profile == record.ProfileCalc || req.Profile == record.ProfileFull) && !res.Warm {
+	if e.pool != nil && !res.Warm && res.Verdict != record.VerdictRejected {
 		t.Fatalf("Run(%q) started a container, not a fork: %+v", firstLine(code), e.pool.PoolStatus())
 	}
 	return res

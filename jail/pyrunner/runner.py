@@ -39,6 +39,9 @@ class _ProcessState:
         "warmup",     # (code objects, scope, source) of the warm-up, or None
         "isolation",  # _prepare_isolation's result, computed once in the server
         "warm_idle",  # a forked child warms up after "ready" until its code arrives
+        "deferred",   # a forked child of a workspace profile: the sync socket on
+                      # which its workspace comes with its code; it keeps its
+                      # privileges until then (_attach_and_drop)
     )
 
 
@@ -46,6 +49,7 @@ _S = _ProcessState()
 _S.warmup = None
 _S.isolation = None
 _S.warm_idle = False
+_S.deferred = None
 
 
 # ---------------------------------------------------------------- boot ---
@@ -460,7 +464,7 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
             os._exit(0)  # the supervisor closed its end: shut down
         try:
             req = json.loads(msg)
-            seq, warm = int(req["seq"]), bool(req.get("warm"))
+            seq, warm, workspace = int(req["seq"]), bool(req.get("warm")), bool(req.get("workspace"))
         except (ValueError, KeyError, TypeError):
             seq = None
         if seq is None or len(fds) != 5:
@@ -483,7 +487,7 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
             continue
         if pid == 0:
             try:
-                return _fork_child(ctypes, libc, fds, sock, warm)
+                return _fork_child(ctypes, libc, fds, sock, warm, workspace)
             except BaseException as e:
                 try:
                     os.write(2, ("pyjail fork server: child setup failed: %s\n" % e).encode())
@@ -713,7 +717,7 @@ def _mount_table(fs):
     return table
 
 
-def _fork_child(ctypes, libc, fds, sock, warm):
+def _fork_child(ctypes, libc, fds, sock, warm, workspace):
     import signal
     import socket
     signal.set_wakeup_fd(-1)
@@ -727,8 +731,14 @@ def _fork_child(ctypes, libc, fds, sock, warm):
     sync.send(b"h")
     if sync.recv(1) != b"g":
         os._exit(125)
-    sync.close()
-    _isolate(ctypes, libc, _S.isolation)
+    if workspace:
+        # The workspace comes on this socket with the code; until then the
+        # child keeps what it needs to attach it (see _attach_and_drop).
+        _S.deferred = sync
+        _isolate(ctypes, libc, _S.isolation, drop=False)
+    else:
+        sync.close()
+        _isolate(ctypes, libc, _S.isolation)
     # An idle jail warms up after "ready", until its code arrives (main).
     _S.warm_idle = warm
     # Fork copies the server's random state: draw fresh seeds.
@@ -740,13 +750,15 @@ def _fork_child(ctypes, libc, fds, sock, warm):
     return os.fdopen(3, "r"), os.fdopen(4, "w")
 
 
-def _isolate(ctypes, libc, iso):
+def _isolate(ctypes, libc, iso, drop=True):
     """Namespaces, mounts, limits and credentials of a forked jail.
 
     The steps run in this order because each needs a privilege that a
     later one gives up: mounting needs the capabilities the bounding-set
     drop and the uid change take away, and the seccomp filter comes last
-    because it refuses mount and prctl themselves."""
+    because it refuses mount and prctl themselves. With drop false (a
+    child that attaches its workspace when its code comes), the steps
+    from the bounding-set drop on wait for _drop_privileges."""
     fs, mount = iso["fs"], iso["mount"]
     _unshare(ctypes, libc)
     _make_mounts_private(mount)
@@ -756,11 +768,57 @@ def _isolate(ctypes, libc, iso):
     # The working directory still points into the server's /tmp.
     os.chdir("/tmp")
     _set_rlimits(fs.get("rlimits") or [])
+    if drop:
+        _drop_privileges(ctypes, libc, iso)
+
+
+def _drop_privileges(ctypes, libc, iso):
+    """The last steps of _isolate: after them the child holds no
+    capability, is the sandbox user and runs under the jail's filter."""
+    fs = iso["fs"]
     _drop_bounding_set(ctypes, libc, iso["caps"])
     _become_sandbox_user(fs["uid"], fs["gid"])
     _clear_capabilities(ctypes, libc)
     _set_dumpable(ctypes, libc)
     _install_seccomp(ctypes, libc, iso["fprog"])
+
+
+# move_mount(2): the same number on x86_64 and arm64 (the generic table).
+_SYS_MOVE_MOUNT = 429
+_MOVE_MOUNT_F_EMPTY_PATH = 0x00000004
+_AT_FDCWD = -100
+
+
+def _attach_and_drop(ctypes, libc, target):
+    """For a child that waited for its workspace (_S.deferred): attach the
+    detached mount the supervisor sent on the sync socket at target (the
+    Exec's workspace, or none for a run without one), then drop every
+    privilege. The mount came made: nosuid, nodev, noexec and, where the
+    filesystem allows, idmapped to the workspace's owner; the child only
+    places it, in its own mount namespace, which the fork server never
+    sees."""
+    import socket
+    sync, _S.deferred = _S.deferred, None
+    try:
+        if target:
+            msg, fds, _, _ = socket.recv_fds(sync, 16, 1)
+            if msg != b"w" or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                raise OSError("expected the workspace mount on the sync socket, got %r with %d descriptors" % (msg, len(fds)))
+            tree = fds[0]
+            try:
+                syscall = libc.syscall
+                syscall.restype = ctypes.c_long
+                rc = syscall(ctypes.c_long(_SYS_MOVE_MOUNT), ctypes.c_int(tree), b"", ctypes.c_int(_AT_FDCWD),
+                             os.fsencode(target), ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH))
+                if rc != 0:
+                    raise _errno_error(ctypes.get_errno(), "attaching the workspace at %s" % target)
+            finally:
+                os.close(tree)
+    finally:
+        sync.close()
+    _drop_privileges(ctypes, libc, _S.isolation)
 
 
 def _unshare(ctypes, libc):
@@ -868,8 +926,12 @@ def main():
         if boot.get("fork_server"):
             # Returns only in a forked child, isolated and ready for code.
             cin, cout = _serve_forks(ctypes, libc, boot, cin, cout)
-        if boot.get("landlock"):
+        if boot.get("landlock") and _S.deferred is None:
             ready["landlock"] = _landlock(ctypes, libc, boot.get("workspace") or "")
+        elif boot.get("landlock"):
+            # Landlock would forbid attaching the workspace: it comes once
+            # the workspace is in place and the privileges are gone.
+            ready["landlock"] = "deferred until the code arrives"
     else:
         ready["error"] = err
     _send(cout, ready)
@@ -884,11 +946,25 @@ def main():
         _send(cout, {"type": "warmed"})
     req = _read_msg(cin)
     cin.close()
+    workdir = boot.get("workspace")
+    if _S.deferred is not None:
+        # Nothing runs with the child's privileges but what is here: if
+        # attaching fails, the child exits rather than run the code.
+        workdir = req.get("workspace") or ""
+        try:
+            _attach_and_drop(ctypes, libc, workdir)
+            if boot.get("landlock"):
+                _landlock(ctypes, libc, workdir)
+        except BaseException as e:
+            try:
+                os.write(2, ("pyjail: preparing the jail for its code failed: %s\n" % e).encode())
+            finally:
+                os._exit(125)
     if err is not None:
         reply = {"status": "internal", "message": err, "exit_code": 1}
     else:
-        if boot.get("workspace"):
-            os.chdir(boot["workspace"])
+        if workdir:
+            os.chdir(workdir)
         try:
             reply = _run(req["code"], boot, prepared)
         except BaseException as e:

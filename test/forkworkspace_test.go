@@ -1,0 +1,225 @@
+//go:build linux
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
+)
+
+// Issue 12: jails of profiles with a workspace are forked too. A fork
+// server serves every workspace; each child attaches the workspace of its
+// own run, as it is at that moment, in its own mount namespace, mounted
+// idmapped where the filesystem allows (nothing on the host is chowned).
+
+// newWorkspaceForkPool is a pool whose workspace and full profiles (full
+// keeps its workspace: only the kernel layers hold there) fork their
+// jails, with size idle children each. idmap "off" forces the chown
+// fallback.
+func newWorkspaceForkPool(t *testing.T, size int, idmap string) (*jail.Pool, *testEnv) {
+	t.Helper()
+	e := sharedEnv(t)
+	warm := policy.Warm{Size: size, Preload: []string{"numpy"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
+	// Not withWarm, which takes a fork server's profiles' workspaces away.
+	cfg := withWarm(e.cfg, policy.Warm{})
+	for _, name := range []record.Profile{record.ProfileWorkspace, record.ProfileFull} {
+		prof := cfg.Profiles[name]
+		prof.Warm = warm
+		cfg.Profiles[name] = prof
+	}
+	cfg.WorkspaceIdmap = idmap
+	return openPool(t, e, cfg), e
+}
+
+// ownedWorkspace makes a workspace directory owned by uid:gid with mode.
+func ownedWorkspace(t *testing.T, uid, gid int, mode os.FileMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func wsRun(t *testing.T, p *jail.Pool, profile record.Profile, dir, code string) *record.Result {
+	t.Helper()
+	res, err := p.Run(t.Context(), record.Request{Profile: profile, Code: code, Workspace: dir, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Warm {
+		t.Fatalf("run was not forked (a cold container served it): %+v", p.PoolStatus())
+	}
+	return res
+}
+
+func owner(t *testing.T, path string) (uid, gid uint32, mode os.FileMode) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid, fi.Mode().Perm()
+}
+
+// TestForkedWorkspaceOwnership: a workspace owned by uid 1234, mode 0700.
+// The run writes files; on the host they belong to 1234, the root is still
+// 1234 and 0700, and nothing under it changed owner. With the chown
+// fallback forced, the run works as before and the tree is the sandbox's.
+func TestForkedWorkspaceOwnership(t *testing.T) {
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("idmap="+mode, func(t *testing.T) {
+			p, e := newWorkspaceForkPool(t, 1, mode)
+			dir := ownedWorkspace(t, 1234, 1234, 0o700)
+			if err := os.WriteFile(filepath.Join(dir, "given.txt"), []byte("in"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(dir, "given.txt"), 1234, 1234); err != nil {
+				t.Fatal(err)
+			}
+			res := wsRun(t, p, record.ProfileWorkspace, dir,
+				"open('made.txt', 'w').write('out')\nprint(open('given.txt').read())")
+			if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "in" {
+				t.Fatalf("run in a 1234:1234 0700 workspace: %s", describe(res))
+			}
+			if res.Files == nil || len(res.Files.Created) != 1 || res.Files.Created[0].Path != "made.txt" {
+				t.Errorf("changes report %+v, want made.txt created", res.Files)
+			}
+			want := uint32(1234)
+			if mode == "off" {
+				want = e.cfg.IDMap.SandboxHostID()
+			}
+			for _, name := range []string{"", "given.txt", "made.txt"} {
+				uid, gid, perm := owner(t, filepath.Join(dir, name))
+				if uid != want || gid != want {
+					t.Errorf("%q is owned by %d:%d on the host, want %d:%d", "/"+name, uid, gid, want, want)
+				}
+				if name == "" && perm != 0o700 {
+					t.Errorf("the workspace root's mode is %o, want 0700", perm)
+				}
+			}
+		})
+	}
+}
+
+// TestForkedWorkspaceSeesItsOwn: children of one fork server, run for two
+// workspaces, each see their own files only; after the workspace directory
+// is swapped for another (as a snapshot restore does, RENAME_EXCHANGE),
+// the next run sees the new tree; and the fork server's own mount table
+// holds no workspace at any time.
+func TestForkedWorkspaceSeesItsOwn(t *testing.T) {
+	p, e := newWorkspaceForkPool(t, 2, "auto")
+	a, b := ownedWorkspace(t, 0, 0, 0o755), ownedWorkspace(t, 0, 0, 0o755)
+	for dir, name := range map[string]string{a: "a.txt", b: "b.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const list = "import os\nprint(sorted(os.listdir('.')), os.getcwd())"
+	var wg sync.WaitGroup
+	for range 3 {
+		for dir, want := range map[string]string{a: "['a.txt'] /sandbox/workspace", b: "['b.txt'] /sandbox/workspace"} {
+			wg.Go(func() {
+				res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: list, Workspace: dir, Timeout: 20 * time.Second})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got := strings.TrimSpace(res.Stdout); res.Verdict != record.VerdictOK || got != want {
+					t.Errorf("a run for %s saw %q, want %q (%s)", filepath.Base(dir), got, want, describe(res))
+				}
+			})
+		}
+	}
+	wg.Wait()
+
+	// The swap a restore makes: a's path now names what was b's tree.
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(wsRun(t, p, record.ProfileFull, a, list).Stdout); got != "['b.txt'] /sandbox/workspace" {
+		t.Errorf("after the swap a run saw %q, want the new tree", got)
+	}
+
+	// A run without a workspace has none mounted, and no other's.
+	res := wsRun(t, p, record.ProfileFull, "", `
+import os
+try:
+    seen = os.listdir('/sandbox/workspace')
+except PermissionError:
+    seen = "denied"  # Landlock: no workspace, no access
+print(seen, os.getcwd())`)
+	if got := strings.TrimSpace(res.Stdout); got != "[] /tmp" && got != "denied /tmp" {
+		t.Errorf("a run without a workspace saw %q: %s", got, describe(res))
+	}
+
+	for _, pid := range forkServerPids(t, e) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), record.WorkspaceMount) {
+			t.Errorf("fork server pid %d has a workspace mounted:\n%s", pid, b)
+		}
+	}
+}
+
+// forkServerPids lists the processes that run as the jail user
+// namespace's root: the fork servers (their children drop to the sandbox
+// uid before any code runs).
+func forkServerPids(t *testing.T, e *testEnv) []int {
+	t.Helper()
+	pids := processesOfUID(t, e.cfg.IDMap.HostID)
+	if len(pids) == 0 {
+		t.Fatal("no fork server process found")
+	}
+	return pids
+}
+
+// TestForkedWorkspaceChildPrivileges: a child that attached its workspace
+// holds nothing of what it needed for it, in either profile; it cannot
+// move, mount or unshare; and the workspace is mounted nosuid, nodev,
+// noexec.
+func TestForkedWorkspaceChildPrivileges(t *testing.T) {
+	p, _ := newWorkspaceForkPool(t, 1, "auto")
+	dir := ownedWorkspace(t, 0, 0, 0o755)
+	res := wsRun(t, p, record.ProfileFull, dir, `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+caps = [status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")]
+opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == "/sandbox/workspace"]
+tries = {
+    "move_mount": libc.syscall(429, -1, b"", -100, b"/tmp", 4),
+    "mount": libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
+    "unshare": libc.unshare(0x00020000),
+}
+print(os.getuid(), caps, opts, sorted(k for k, v in tries.items() if v == 0))
+`)
+	want := "1000 ['0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000']"
+	out := strings.TrimSpace(res.Stdout)
+	if res.Verdict != record.VerdictOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, " []") {
+		t.Fatalf("child of a workspace fork server: %s", describe(res))
+	}
+	for _, opt := range []string{"nosuid", "nodev", "noexec"} {
+		if !strings.Contains(out, opt) {
+			t.Errorf("workspace mount options in %q lack %s", out, opt)
+		}
+	}
+}
