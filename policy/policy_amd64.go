@@ -13,9 +13,9 @@ func nativeArch() string { return "amd64" }
 func archRules() []Rule {
 	return []Rule{
 		{
-			Names:  []string{"access", "getdents", "lstat", "open", "readlink", "stat"},
+			Names:  []string{"access", "getdents", "lstat", "readlink", "stat"},
 			Action: ActAllow,
-			Why:    "Legacy forms of faccessat, getdents64, newfstatat, openat and readlinkat.",
+			Why:    "Legacy forms of faccessat, getdents64, newfstatat and readlinkat.",
 		},
 		{
 			Names:  []string{"alarm", "pause", "time"},
@@ -28,8 +28,14 @@ func archRules() []Rule {
 			Why:    "Thread-local storage setup (ARCH_SET_FS) by glibc and the Go runtime for every thread.",
 		},
 		{
+			Names:  []string{"chmod", "creat"},
+			Action: ActAllow,
+			Args:   []Arg{{Index: 1, Op: OpMaskedEqual, Value: setIDBits, ValueTwo: 0}},
+			Why:    "Legacy forms of fchmodat and openat. " + setIDWhy + " Argument 1 is the mode.",
+		},
+		{
 			Names: []string{
-				"chmod", "chown", "creat", "lchown", "link", "mkdir", "rename", "rmdir", "symlink", "unlink",
+				"chown", "lchown", "link", "mkdir", "rename", "rmdir", "symlink", "unlink",
 				"utime", "utimes",
 			},
 			Action: ActAllow,
@@ -45,6 +51,12 @@ func archRules() []Rule {
 			Action: ActAllow,
 			Why: "CPython's subprocess uses vfork on amd64; fork and vfork take no flags, so they cannot " +
 				"create namespaces. getpgrp is getpgid(0).",
+		},
+		{
+			Names:  []string{"open"},
+			Action: ActAllow,
+			Args:   []Arg{{Index: 2, Op: OpMaskedEqual, Value: setIDBits, ValueTwo: 0}},
+			Why:    "Legacy form of openat. " + setIDWhy + " Argument 2 is the mode.",
 		},
 	}
 }

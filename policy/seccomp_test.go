@@ -135,6 +135,7 @@ func TestSeccompInvariants(t *testing.T) {
 			}
 			checkForbidden(t, s)
 			checkClone(t, s)
+			checkSetIDModes(t, s)
 			checkSocket(t, s)
 			checkIoctl(t, s)
 			checkNoDuplicates(t, s)
@@ -161,6 +162,32 @@ func checkForbidden(t *testing.T, s Seccomp) {
 		for _, r := range allowRules(s, name) {
 			t.Errorf("forbidden system call %q is allowed by rule %v (args %v)", name, r.Names, r.Args)
 		}
+	}
+}
+
+// checkSetIDModes requires every rule allowing a call that sets a file
+// mode to refuse S_ISUID and S_ISGID in the mode argument (the argument's
+// index per call), and openat2, whose mode seccomp cannot read, never to
+// be allowed: with an idmapped workspace, a file the jail makes belongs on
+// the host to the workspace's owner.
+func checkSetIDModes(t *testing.T, s Seccomp) {
+	t.Helper()
+	for name, index := range map[string]uint{"fchmod": 1, "fchmodat": 2, "openat": 3, "chmod": 1, "creat": 1, "open": 2} {
+		for _, r := range allowRules(s, name) {
+			ok := false
+			for _, a := range r.Args {
+				ok = ok || (a.Index == index && a.Op == OpMaskedEqual && a.Value&setIDBits == setIDBits && a.ValueTwo&setIDBits == 0)
+			}
+			if !ok {
+				t.Errorf("%s is allowed by rule %v without refusing setuid/setgid in argument %d (args %v)", name, r.Names, index, r.Args)
+			}
+		}
+	}
+	if rules := allowRules(s, "fchmodat2"); len(rules) > 0 {
+		t.Errorf("fchmodat2 is allowed (%v); its mode would need the same check", rules[0].Names)
+	}
+	if rules := allowRules(s, "openat2"); len(rules) > 0 {
+		t.Errorf("openat2 is allowed (%v); seccomp cannot read its mode", rules[0].Names)
 	}
 }
 

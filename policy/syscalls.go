@@ -120,14 +120,25 @@ func baseRules() []Rule {
 				"read-only root decide what is visible.",
 		},
 		{
+			Names:  []string{"fchmod"},
+			Action: ActAllow,
+			Args:   []Arg{{Index: 1, Op: OpMaskedEqual, Value: setIDBits, ValueTwo: 0}},
+			Why:    setIDWhy + " Argument 1 is the mode.",
+		},
+		{
+			Names:  []string{"fchmodat"},
+			Action: ActAllow,
+			Args:   []Arg{{Index: 2, Op: OpMaskedEqual, Value: setIDBits, ValueTwo: 0}},
+			Why:    setIDWhy + " Argument 2 is the mode.",
+		},
+		{
 			Names: []string{
-				"fchmod", "fchmodat", "fchown", "fchownat", "linkat", "mkdirat", "renameat", "renameat2",
+				"fchown", "fchownat", "linkat", "mkdirat", "renameat", "renameat2",
 				"symlinkat", "umask", "unlinkat", "utimensat",
 			},
 			Action: ActAllow,
 			Why: "Changing files in /tmp, /dev/shm and the workspace; the read-only root refuses the rest " +
-				"with EROFS. Without capabilities chown can only give a file to the caller's own ids, and " +
-				"setuid bits are inert under NoNewPrivileges and nosuid mounts.",
+				"with EROFS. Without capabilities chown can only give a file to the caller's own ids.",
 		},
 		{
 			Names:  []string{"fgetxattr", "flistxattr", "getxattr", "lgetxattr", "listxattr", "llistxattr"},
@@ -197,10 +208,19 @@ func baseRules() []Rule {
 			Why:    "Reading and writing open descriptors; runc init writes to its exec fifo after the filter is loaded.",
 		},
 		{
-			Names:  []string{"openat", "openat2"},
+			Names:  []string{"openat"},
 			Action: ActAllow,
+			Args:   []Arg{{Index: 3, Op: OpMaskedEqual, Value: setIDBits, ValueTwo: 0}},
 			Why: "Opening files; mounts, file modes and the read-only root decide what succeeds. runc init " +
-				"reopens its exec fifo after the filter is loaded; openat2 only adds resolution limits.",
+				"reopens its exec fifo after the filter is loaded. " + setIDWhy + " Argument 3 is the mode " +
+				"of a created file (glibc passes 0 without O_CREAT).",
+		},
+		{
+			Names:  []string{"openat2"},
+			Action: ActErrno,
+			Errno:  ErrnoENOSYS,
+			Why: "openat2 passes the mode of a created file in a struct that seccomp cannot read, so setuid " +
+				"bits could not be refused (see openat). ENOSYS makes callers fall back to openat.",
 		},
 		{
 			Names:  []string{"prctl"},
@@ -278,3 +298,14 @@ func landlockRules() []Rule {
 		},
 	}
 }
+
+// setIDBits are S_ISUID and S_ISGID of a file mode.
+const setIDBits = 0o6000
+
+// setIDWhy is the reason of every rule that refuses setuid and setgid
+// modes. They are inert inside the jail (no_new_privs, nosuid mounts), but
+// a workspace file outlives the jail on the host, and with an idmapped
+// workspace mount it belongs to the workspace's owner there, root for a
+// root-owned workspace: a setuid file left behind would be one for them.
+const setIDWhy = "Only without the setuid and setgid bits: a file made in the workspace outlives the jail " +
+	"on the host, owned there by the workspace's owner, and a setuid bit would make it run as them."

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -222,4 +223,86 @@ print(os.getuid(), caps, opts, sorted(k for k, v in tries.items() if v == 0))
 			t.Errorf("workspace mount options in %q lack %s", out, opt)
 		}
 	}
+}
+
+// TestForkedWorkspaceManyRuns runs 500 workspace runs of every outcome
+// (ok, an exception, a timeout, a memory-limit kill), swapping the
+// workspace for another tree now and then as a restore does, and checks
+// that nothing is left: no jail process, cgroup, mount or state dir, and
+// no descriptor of this process (a workspace mount handed to a child and
+// not closed would be one).
+func TestForkedWorkspaceManyRuns(t *testing.T) {
+	p, e := newWorkspaceForkPool(t, 2, "auto")
+	fdsBefore := openFDs(t)
+	dir, other := ownedWorkspace(t, 1234, 1234, 0o700), ownedWorkspace(t, 1234, 1234, 0o700)
+	codes := []struct {
+		code    string
+		verdict record.Verdict
+		timeout time.Duration
+		memory  int64
+	}{
+		{"open('n.txt', 'a').write('x')\nprint(len(open('n.txt').read()))", record.VerdictOK, 0, 0},
+		{"raise ValueError('boom')", record.VerdictError, 0, 0},
+		{"while True: pass", record.VerdictTimeout, 300 * time.Millisecond, 0},
+		{"b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1", record.VerdictMemoryLimit, 0, 64 << 20},
+	}
+	const runs = 500
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[record.Verdict]int{}
+	for i := range runs {
+		c := codes[0]
+		switch {
+		case i%50 == 7:
+			c = codes[2]
+		case i%50 == 13:
+			c = codes[3]
+		case i%5 == 1:
+			c = codes[1]
+		}
+		if i%100 == 99 {
+			wg.Wait()
+			if err := unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, other, unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Go(func() {
+			res, err := p.Run(t.Context(), record.Request{
+				Profile: record.ProfileWorkspace, Code: c.code, Workspace: dir, Timeout: cmp.Or(c.timeout, 20*time.Second), MemoryBytes: c.memory,
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			counts[res.Verdict]++
+			mu.Unlock()
+			if res.Verdict != c.verdict {
+				t.Errorf("run %d: verdict %s, want %s: %s", i, res.Verdict, c.verdict, describe(res))
+			}
+		})
+		if i%4 == 3 {
+			wg.Wait() // at most four at a time
+		}
+	}
+	wg.Wait()
+	t.Logf("verdicts of %d runs: %v", runs, counts)
+	e.jail.Wait()
+	p.Close()
+	if left := leftovers(e); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	assertNoSandboxProcesses(t, e)
+	if after := openFDs(t); after > fdsBefore+2 {
+		t.Errorf("this process holds %d descriptors after the runs, %d before", after, fdsBefore)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

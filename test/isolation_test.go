@@ -5,6 +5,8 @@ package integration
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +377,62 @@ func assertNoSandboxProcesses(t *testing.T, e *testEnv) {
 			t.Fatalf("sandbox processes still running: %v", found)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSeccompRefusesSetIDModes: a jail cannot make a setuid or setgid
+// file by any call that sets a mode, while ordinary modes work. The bits
+// are inert in the jail, but a workspace file outlives it on the host,
+// owned there (with an idmapped mount) by the workspace's owner. Nothing
+// on the host ends up with either bit.
+func TestSeccompRefusesSetIDModes(t *testing.T) {
+	e := sharedEnv(t)
+	leakCheck(t, e)
+	ws := t.TempDir()
+	res := e.run(t, record.ProfileFull, `
+import ctypes, errno, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+def code(rc):
+    return "ok" if rc >= 0 else errno.errorcode[ctypes.get_errno()]
+out = {}
+def tryit(name, f):
+    try:
+        r = f()
+        out[name] = "ok" if r is None or r >= 0 else "fail"
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+open("plain", "w").close()
+tryit("chmod 0755", lambda: os.chmod("plain", 0o755))
+tryit("chmod 4755", lambda: os.chmod("plain", 0o4755))
+tryit("chmod 2755", lambda: os.chmod("plain", 0o2755))
+fd = os.open("plain", os.O_RDONLY)
+tryit("fchmod 4755", lambda: os.fchmod(fd, 0o4755))
+tryit("open O_CREAT 4755", lambda: os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o4755)))
+if os.uname().machine == "x86_64":  # arm64 never had chmod and creat
+    out["legacy chmod 4755"] = code(libc.syscall(90, b"plain", 0o4755))
+    out["legacy creat 6755"] = code(libc.syscall(85, b"made2", 0o6755))
+out["openat2"] = code(libc.syscall(437, -100, b"plain", None, 0))
+print(sorted(out.items()))
+for n in os.listdir("."):
+    if os.lstat(n).st_mode & 0o6000:
+        print("SETID", n)
+`, withWorkspace(ws))
+	legacy := ""
+	if runtime.GOARCH == "amd64" {
+		legacy = "('legacy chmod 4755', 'EPERM'), ('legacy creat 6755', 'EPERM'), "
+	}
+	want := "[('chmod 0755', 'ok'), ('chmod 2755', 'EPERM'), ('chmod 4755', 'EPERM'), ('fchmod 4755', 'EPERM'), " +
+		legacy + "('open O_CREAT 4755', 'EPERM'), ('openat2', 'ENOSYS')]"
+	if got := strings.TrimSpace(res.Stdout); res.Verdict != record.VerdictOK || got != want {
+		t.Fatalf("setid modes:\n got %s\nwant %s\n%s", got, want, describe(res))
+	}
+	err := filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("host file %s has mode %v", p, fi.Mode())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -146,10 +146,11 @@ func (f *FS) WriteFile(ctx context.Context, rel string, data []byte) (record.Fil
 		return record.FileInfo{}, err
 	}
 	dir, base := path.Split(c)
+	own := ownerOf(root)
 	// Pin the parent directory: the temporary file, the rename and the
 	// directory fsync all happen in this one directory even if a path
 	// component is swapped meanwhile.
-	d, err := openParent(root, c, strings.TrimSuffix(dir, "/"))
+	d, err := openParent(root, c, strings.TrimSuffix(dir, "/"), own)
 	if err != nil {
 		return record.FileInfo{}, err
 	}
@@ -169,6 +170,11 @@ func (f *FS) WriteFile(ctx context.Context, rel string, data []byte) (record.Fil
 	}
 	t, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
+		return record.FileInfo{}, mapErr(op, c, err)
+	}
+	if err := own.chown(t.Chown); err != nil {
+		t.Close()
+		_ = d.Remove(tmp)
 		return record.FileInfo{}, mapErr(op, c, err)
 	}
 	committed := false
@@ -260,7 +266,7 @@ func (f *FS) checkRoom(ctx context.Context, root *os.Root, c string, size int64)
 // openParent opens (creating as needed) the parent directory dir of c one
 // component at a time, refusing a symbolic link where checkRoom's walk
 // saw none: each step is one lookup, so the work is linear in the depth.
-func openParent(root *os.Root, c, dir string) (*os.Root, error) {
+func openParent(root *os.Root, c, dir string, own owner) (*os.Root, error) {
 	cur, err := root.OpenRoot(".")
 	if err != nil {
 		return nil, mapErr("writing", c, err)
@@ -273,6 +279,10 @@ func openParent(root *os.Root, c, dir string) (*os.Root, error) {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if err := cur.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				cur.Close()
+				return nil, mapErr("writing", c, err)
+			}
+			if err := own.chown(func(uid, gid int) error { return cur.Lchown(name, uid, gid) }); err != nil {
 				cur.Close()
 				return nil, mapErr("writing", c, err)
 			}
@@ -520,4 +530,38 @@ func syncDir(d *os.Root) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// owner is whom the files the host writes into the workspace belong to:
+// the workspace directory's owner. The sandbox writes as that owner too
+// (an idmapped mount), so a file written here stays writable by later
+// runs, and the host never leaves a root-owned file in a user's
+// directory. ok is false when the server is not root: its files are its
+// own then, and it could not give them away.
+type owner struct {
+	uid, gid int
+	ok       bool
+}
+
+func ownerOf(root *os.Root) owner {
+	if os.Geteuid() != 0 {
+		return owner{}
+	}
+	fi, err := root.Stat(".")
+	if err != nil {
+		return owner{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return owner{}
+	}
+	return owner{uid: int(st.Uid), gid: int(st.Gid), ok: true}
+}
+
+// chown calls set with the owner, if there is one to give.
+func (o owner) chown(set func(uid, gid int) error) error {
+	if !o.ok {
+		return nil
+	}
+	return set(o.uid, o.gid)
 }

@@ -377,3 +377,35 @@ func TestList(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFileOwnedByWorkspaceOwner: the file a write creates, and the
+// directories it creates on the way, belong to the workspace directory's
+// owner, so that the sandbox (which writes as that owner through an
+// idmapped mount) can change them; a root-owned file would be read-only
+// to it. Needs root to give files away.
+func TestWriteFileOwnedByWorkspaceOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create files for another owner")
+	}
+	dir := t.TempDir()
+	if err := os.Chown(dir, 1234, 4321); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(dir, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteFile(t.Context(), "a/b/c.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a", "a/b", "a/b/c.txt"} {
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != 1234 || st.Gid != 4321 {
+			t.Errorf("%s is owned by %d:%d, want the workspace's 1234:4321", p, st.Uid, st.Gid)
+		}
+	}
+}
