@@ -1,7 +1,7 @@
 // Latency benchmark of `pyjail serve` through the official MCP stdio client.
 // Not part of `node --test`; run it by hand:
 //
-//   cd test/e2e && PYJAIL_BIN=../../bin/pyjail node bench.mjs [--calls N] [--gap MS] [--seconds S] [--clients C] [--no-warm]
+//   cd test/e2e && PYJAIL_BIN=../../bin/pyjail node bench.mjs [--calls N] [--gap MS] [--seconds S] [--clients C] [--no-warm] [--only REGEX]
 //
 // Measures the round trip of sequential tool calls (p50/p99/mean over N calls
 // per case), throughput of C concurrent clients (each its own server, as
@@ -23,6 +23,8 @@ const GAP_MS = Number(arg('--gap', 0));
 const SECONDS = Number(arg('--seconds', 10));
 const CLIENTS = Number(arg('--clients', 4));
 const NO_WARM = process.argv.includes('--no-warm');
+// --only REGEX keeps the latency cases whose name matches.
+const ONLY = new RegExp(arg('--only', '.'));
 
 const userExample = {
   id: 42,
@@ -52,6 +54,28 @@ const cases = [
     check: (r) => text(r).trim() === "{'a': 10, 'b': 7, 'c': 4}",
   },
   { name: 'validate_json user', tool: 'validate_json', args: { data: userExample, schema_name: 'user' }, check: (r) => r.structuredContent?.valid === true },
+  // The workspace profile: the same print, a 1 MB CSV read from the
+  // workspace and grouped, and a figure saved into the workspace (and
+  // returned as a PNG image).
+  { name: 'run_sandbox_code print(1+1)', tool: 'run_sandbox_code', args: { code: 'print(1+1)' }, check: (r) => text(r).trim() === '2' },
+  {
+    name: 'run_sandbox_code read_csv 1 MB + groupby',
+    tool: 'run_sandbox_code',
+    setup: async (srv) => {
+      const rows = ['k,v'];
+      for (let i = 0; rows.join('\n').length < 1 << 20; i++) rows.push(`${'abcdefg'[i % 7]},${i}`);
+      const r = await srv.call('write_workspace_file', { path: 'data.csv', content: rows.join('\n') + '\n' });
+      if (r.isError) throw new Error(`writing data.csv: ${text(r)}`);
+    },
+    args: { code: "import pandas as pd\ndf = pd.read_csv('data.csv')\nprint(len(df), df.groupby('k')['v'].sum()['a'])" },
+    check: (r) => /^\d{5,} \d+$/.test(text(r).trim().split('\n')[0]),
+  },
+  {
+    name: 'run_sandbox_code matplotlib plot saved + PNG',
+    tool: 'run_sandbox_code',
+    args: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2, 4])\nplt.savefig('plot.png')" },
+    check: (r) => r.content?.some((c) => c.type === 'image' && c.mimeType === 'image/png') && r.structuredContent?.files?.created?.length + r.structuredContent?.files?.modified?.length >= 1,
+  },
 ];
 
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
@@ -85,6 +109,7 @@ async function waitWarm(srv, timeoutMs = 30_000) {
 }
 
 async function latency(srv, c) {
+  if (c.setup) await c.setup(srv);
   // Warm-up calls are not measured; the measured calls start from a full,
   // warmed pool, as after any pause.
   for (let i = 0; i < 5; i++) await srv.call(c.tool, c.args);
@@ -106,10 +131,11 @@ async function latency(srv, c) {
   return { name: c.name, n: ms.length, p50: pct(ms, 50), p99: pct(ms, 99), mean, min: ms[0], max: ms.at(-1), failures };
 }
 
-// Throughput of CLIENTS concurrent callers of print(1+1): either each with
-// its own stdio server (how MCP hosts run them), or all sharing one server
-// (concurrent requests on one connection, limited by max_concurrent).
-async function throughput(shared) {
+// Throughput of CLIENTS concurrent callers of print(1+1) with tool: either
+// each with its own stdio server (how MCP hosts run them), or all sharing
+// one server (concurrent requests on one connection, limited by
+// max_concurrent).
+async function throughput(shared, tool) {
   const servers = [];
   if (shared) {
     const s = await startServer({ noWarm: NO_WARM });
@@ -126,7 +152,7 @@ async function throughput(shared) {
     await Promise.all(
       servers.map(async (s) => {
         while (Date.now() < end) {
-          const r = await s.call('run_python', { code: 'print(1+1)' });
+          const r = await s.call(tool, { code: 'print(1+1)' });
           if (r.isError || text(r).trim() !== '2') failures++;
           else done++;
         }
@@ -154,7 +180,7 @@ async function main() {
     warm = pidsInUidRange(srv.env.idRange).map((pid) => ({ pid, rss: rssKiB(pid), cmd: describePids([pid]) }));
     if (pool) console.log(`warm pool: ${JSON.stringify(pool)}`);
 
-    for (const c of cases) {
+    for (const c of cases.filter((c) => ONLY.test(c.name))) {
       const r = await latency(srv, c);
       rows.push(r);
       console.log(`  ${r.name}: p50 ${r.p50.toFixed(1)} ms`);
@@ -177,10 +203,13 @@ async function main() {
   } finally {
     await srv.shutdown();
   }
-  for (const shared of [false, true]) {
-    const tp = await throughput(shared);
-    const how = shared ? 'sharing one server' : 'one server each';
-    console.log(`throughput: ${CLIENTS} concurrent callers (${how}) × print(1+1) for ${tp.secs.toFixed(1)} s: ${tp.done} ok, ${tp.failures} failed, ${tp.perSec.toFixed(1)} executions/s`);
+  if (SECONDS <= 0) return;
+  for (const tool of ['run_python', 'run_sandbox_code']) {
+    for (const shared of [false, true]) {
+      const tp = await throughput(shared, tool);
+      const how = shared ? 'sharing one server' : 'one server each';
+      console.log(`throughput: ${CLIENTS} concurrent callers (${how}) × ${tool} print(1+1) for ${tp.secs.toFixed(1)} s: ${tp.done} ok, ${tp.failures} failed, ${tp.perSec.toFixed(1)} executions/s`);
+    }
   }
 }
 
