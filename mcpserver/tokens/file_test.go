@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -262,5 +263,18 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestKubernetesExample parses the tokens file the Kubernetes overlay
+// ships (a Secret key named "tokens", so the line format): the manifests
+// and their README assume this package reads it as is.
+func TestKubernetesExample(t *testing.T) {
+	f, err := ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "overlays", "example", "tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Format, FormatLines; got != want {
+		t.Errorf("format %v, want %v", got, want)
 	}
 }
