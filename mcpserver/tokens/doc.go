@@ -51,7 +51,8 @@
 //
 // [Store.Authenticate] hashes the presented token and compares the digest
 // with every entry's in constant time (crypto/subtle), without stopping at
-// a match, so timing reveals neither whether nor where a digest matched.
+// a match, so timing reveals neither which entry matched nor how much of
+// any digest did.
 // The set of entries is replaced as a whole on reload, so a request sees
 // either the old set or the new one.
 //
