@@ -16,10 +16,12 @@ fi
 
 # 1. Debian packages: the C toolchain and libseccomp for cgo, Python and
 # the scientific stack the jail serves, the rootfs builder, Node for the
-# end-to-end tests (the official MCP SDK client), and benchmark peers.
+# end-to-end tests (the official MCP SDK client), benchmark peers, and
+# systemd-analyze (package systemd) with /bin/kill (procps) for the test
+# of dist/pyjail.service. Installing systemd in a container starts nothing.
 PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
       python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib
-      mmdebstrap bubblewrap hyperfine)
+      mmdebstrap bubblewrap hyperfine systemd procps)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -30,6 +30,7 @@ Usage:
   pyjail run    [--profile calc|workspace|full] [--workspace DIR] [--timeout S] [--memory MiB] [--json] (-c CODE | FILE | -)
   pyjail doctor [--config FILE] [--rootfs DIR] [--json]
   pyjail rootfs build|verify|info [--dir DIR]
+  pyjail token  add|list|remove [--tokens FILE] [NAME]
   pyjail bench  [flags]
   pyjail version
 
@@ -67,6 +68,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdRootfs(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
+	case "token":
+		return cmdToken(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "pyjail %s\n", version)
 		return 0
