@@ -437,12 +437,20 @@ func (b *forkedBody) lost(ctx context.Context) { b.server.awaitExit(ctx, serverE
 // descriptors, the fork request, the hello that names its host pid, the
 // move into its cgroup, and its "ready" once isolated. On error nothing
 // is left behind.
-func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool) (_ *instance, err error) {
+func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws childWorkspace) (_ *instance, err error) {
 	j := z.j
 	inst := j.newInstance(z.prof, KindForked)
 	inst.timing.Pooled = warm
 	var undo cleanup
 	defer undo.cleanIf(&err)
+
+	var tree *os.File // the workspace to attach at once, if any
+	if z.prof.Workspace && ws.dir != "" {
+		if tree, err = j.workspaceTree(ctx, inst, ws.dir); err != nil {
+			return nil, err
+		}
+		defer tree.Close()
+	}
 
 	mgr, cg, err := z.createCgroup(inst, memoryLimit, warm, &undo)
 	if err != nil {
@@ -465,16 +473,19 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool) (_
 		return nil, err
 	}
 	defer syncTheirs.Close()
-	// A child of a workspace profile keeps the socket: its workspace comes
-	// on it with its code (attachWorkspace).
-	keepSync := z.prof.Workspace
+	// A child that waits for its workspace keeps the socket: the
+	// workspace comes on it with its code (attachWorkspace).
+	keepSync := z.prof.Workspace && ws.deferred
 	defer func() {
 		if !keepSync || err != nil {
 			_ = hello.Close()
 		}
 	}()
-
-	if err := z.request(inst, warm, keepSync, append(theirs, syncTheirs)); err != nil {
+	fds := append(theirs, syncTheirs)
+	if tree != nil {
+		fds = append(fds, tree)
+	}
+	if err := z.request(inst, warm, keepSync, fds); err != nil {
 		return nil, err
 	}
 	// From here the child exists, or will: its exit report reaches
@@ -649,6 +660,26 @@ func (z *forkServer) hello(ctx context.Context, inst *instance, conn *net.UnixCo
 	}
 }
 
+// childWorkspace says what workspace a forked child of a workspace
+// profile gets: dir, attached before it drops its privileges (the
+// workspace its pool serves, or the one of the run it is forked for), or,
+// with deferred, the one its run brings, attached when its code comes (a
+// pool that serves any workspace: many tenants). Neither: no workspace.
+type childWorkspace struct {
+	dir      string
+	deferred bool
+}
+
+// workspaceTree prepares dir for the sandbox user (step 2 for a forked
+// jail) and makes the detached mount a child attaches: dir as it is now,
+// a restored snapshot or another tenant's workspace included.
+func (j *Jail) workspaceTree(ctx context.Context, inst *instance, dir string) (*os.File, error) {
+	if err := j.prepareWorkspace(ctx, inst, dir); err != nil {
+		return nil, err
+	}
+	return j.idmap.detach(inst.ws.dir, inst.ws.plan.owner, inst.ws.plan.mode == wsModeIdmap)
+}
+
 // attachWorkspace gives a forked jail that waits for one the workspace dir
 // (steps 2 and the workspace's part of 3 for a forked jail): it prepares
 // dir for the sandbox user, makes a detached mount of it as it is now (a
@@ -661,10 +692,7 @@ func (j *Jail) attachWorkspace(ctx context.Context, inst *instance, dir string) 
 	if !ok || fb.sync == nil || !inst.ws.deferred {
 		return fmt.Errorf("jail %q cannot take a workspace now", inst.id)
 	}
-	if err := j.prepareWorkspace(ctx, inst, dir); err != nil {
-		return err
-	}
-	tree, err := j.idmap.detach(inst.ws.dir, inst.ws.plan.owner, inst.ws.plan.mode == wsModeIdmap)
+	tree, err := j.workspaceTree(ctx, inst, dir)
 	if err != nil {
 		return err
 	}

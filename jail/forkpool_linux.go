@@ -31,7 +31,7 @@ type forkPool struct {
 
 func (fp *forkPool) take(ctx context.Context, prof policy.Profile, req record.Request, _ time.Duration) (*instance, error) {
 	inst, err := fp.takeFork(ctx, prof, req)
-	if inst == nil || err != nil || !prof.Workspace || req.Workspace == "" {
+	if inst == nil || err != nil || !inst.ws.deferred || req.Workspace == "" {
 		return inst, err
 	}
 	if err := fp.p.j.attachWorkspace(ctx, inst, req.Workspace); err != nil {
@@ -59,7 +59,8 @@ func (fp *forkPool) takeFork(ctx context.Context, prof policy.Profile, req recor
 	if z == nil {
 		return nil, nil
 	}
-	inst, err := z.spawn(ctx, lowerMemory(prof, req), false)
+	// Forked for this run: its workspace is attached at once.
+	inst, err := z.spawn(ctx, lowerMemory(prof, req), false, childWorkspace{dir: req.Workspace})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -80,8 +81,13 @@ func (fp *forkPool) makerLocked() func(context.Context) (*instance, error) {
 	if z == nil {
 		return nil
 	}
+	// Idle children of a pool that serves one workspace (stdio) attach it
+	// before they are ready, so that a run costs nothing more than one
+	// without; a pool that serves any workspace (many tenants) keeps
+	// children that attach their run's when its code comes.
+	ws := childWorkspace{dir: fp.p.workspace, deferred: fp.p.workspace == ""}
 	return func(ctx context.Context) (*instance, error) {
-		inst, err := z.spawn(ctx, 0, true)
+		inst, err := z.spawn(ctx, 0, true, ws)
 		if err == nil {
 			fp.p.mu.Lock()
 			fp.serverBytes = z.memoryUsage()

@@ -57,6 +57,10 @@ type instance struct {
 	cpuAtReady uint64
 	// memoryLimit is the cgroup's memory limit, for verdict messages.
 	memoryLimit int64
+	// frozen: the run ended with the jail's cgroup frozen (a workspace run
+	// that answered before its jail exited); destroy thaws it after the
+	// kill, since on cgroup v1 a frozen task does not die until thawed.
+	frozen bool
 
 	ws     workspaceMount
 	idle   idleState
@@ -306,13 +310,20 @@ wait:
 				out.reply, inst.replyAt = m.msg.Reply, time.Now()
 				// Returning before the exit spares the caller the kernel's
 				// teardown of a large address space (tens of ms with the
-				// scientific stack loaded). Workspace runs still wait, so
-				// no process can touch the workspace after its scan.
-				if inst.ws.dir == "" {
-					outputsDone = outputs
-				}
+				// scientific stack loaded).
+				outputsDone = outputs
 			}
 		case <-outputsDone:
+			// A workspace run must leave no process that could touch the
+			// workspace after its scan. Its runner waits after its reply
+			// instead of exiting (an exiting task cannot be frozen until
+			// its teardown ends), so the whole jail freezes at once: every
+			// process of the jail is in its cgroup. Where freezing fails,
+			// the jail is killed and its exit awaited.
+			if inst.ws.dir != "" && !inst.freeze() {
+				inst.body.kill()
+				out.done, out.exited = <-inst.exited, true
+			}
 			break wait
 		case <-timer.C:
 			out.timedOut = true
@@ -411,6 +422,21 @@ func (inst *instance) drainOutput() {
 	}
 }
 
+// freeze stops every process of the jail (cgroup freezer) and reports
+// whether it did.
+func (inst *instance) freeze() bool {
+	mgr, err := inst.body.cgroup()
+	if err == nil {
+		err = setFrozen(mgr, true)
+	}
+	if err != nil {
+		inst.j.log.Warn("freezing a finished workspace run; waiting for its exit instead", logKeyID, inst.id, "err", err)
+		return false
+	}
+	inst.frozen = true
+	return true
+}
+
 // markExited delivers how the jail's first process ended, once.
 func (inst *instance) markExited(d waitDone) {
 	inst.exitAt = time.Now()
@@ -437,6 +463,11 @@ func (inst *instance) destroy() {
 	inst.destroyOne.Do(func() {
 		t := time.Now()
 		inst.body.kill()
+		if inst.frozen {
+			if mgr, err := inst.body.cgroup(); err == nil {
+				_ = setFrozen(mgr, false) // the kill lands as the tasks thaw
+			}
+		}
 		exited := false
 		select {
 		case <-inst.exited:

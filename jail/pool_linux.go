@@ -67,7 +67,7 @@ func NewPool(j *Jail, workspace string) *Pool {
 			go fp.keepServer(ctx)
 		} else {
 			cp := &containerPool{idleSet: set}
-			set.maker, set.preMounted = cp, true
+			set.maker = cp
 			pl = cp
 		}
 		p.pools[name] = pl
@@ -98,9 +98,6 @@ type idleSet struct {
 	p     *Pool
 	prof  policy.Profile
 	maker maker
-	// preMounted: the pool's jails mount the pool's workspace when they
-	// start (containers), so only requests for it can take one.
-	preMounted bool
 
 	idle      []*instance
 	idleBytes int64
@@ -170,56 +167,71 @@ func (s *idleSet) finish(inst *instance, _ *record.Result) bool {
 	return false
 }
 
-// popLocked pops the oldest idle jail that fits req, and returns the idle
-// jails it found unusable for the caller to destroy.
+// popLocked pops the oldest idle jail that fits req, preferring one done
+// with its warm-up (one still warming would make the code wait for the
+// rest of the snippet it is in), and returns the idle jails it found
+// unusable for the caller to destroy. Jails that merely do not fit req (a
+// workspace other than the request's) stay in the pool.
 func (s *idleSet) popLocked(req record.Request) (*instance, []*instance) {
 	if lowerMemory(s.prof, req) > 0 {
 		return nil, nil // a lower limit needs its own cgroup settings
 	}
 	var wantWS string
 	var wantIno uint64
-	// A pre-started container has the pool's workspace mounted since it
-	// started; a forked jail attaches the request's when its code comes.
-	if s.preMounted && s.prof.Workspace && req.Workspace != "" {
+	if s.prof.Workspace && req.Workspace != "" {
 		ws, ino, err := checkWorkspace(req.Workspace)
-		if err != nil || ws != s.p.workspace {
-			return nil, nil
+		if err != nil {
+			return nil, nil // the run's own start reports what is wrong with it
 		}
 		wantWS, wantIno = ws, ino
 	}
-	var stale []*instance
-	// A forked jail that has finished its warm-up first: one still warming
-	// would make the code wait for the rest of the snippet it is in.
-	for i, inst := range s.idle {
-		if inst.isWarmed() && i > 0 {
-			copy(s.idle[1:i+1], s.idle[:i])
-			s.idle[0] = inst
-			break
-		}
+	// The pool's workspace as it is now: a jail that mounted it before a
+	// snapshot restore swapped the directory has the old tree.
+	var poolIno uint64
+	if s.p.workspace != "" {
+		_, poolIno, _ = checkWorkspace(s.p.workspace)
 	}
-	for len(s.idle) > 0 {
-		inst := s.idle[0]
-		s.idle = s.idle[1:]
-		s.idleBytes -= inst.idle.bytes
+	fits := func(inst *instance) bool {
 		switch {
-		case inst.dead():
-			s.discarded++
-			stale = append(stale, inst)
-		case !s.maker.acceptLocked(inst):
-			s.discarded++
-			stale = append(stale, inst)
-		case !inst.ws.deferred && (inst.ws.dir != wantWS || (wantWS != "" && inst.ws.ino != wantIno)):
-			// The workspace was replaced (a snapshot restore swaps the
-			// directory) after this jail mounted it.
-			s.discarded++
-			stale = append(stale, inst)
+		case !s.prof.Workspace, inst.ws.deferred:
+			return true
+		case inst.ws.dir == "":
+			return wantWS == ""
 		default:
-			s.hits++
-			inst.settle() // done already, off this path, unless still warming
-			return inst, stale
+			return inst.ws.dir == wantWS && inst.ws.ino == wantIno
 		}
 	}
-	return nil, stale
+	var stale []*instance
+	kept := s.idle[:0]
+	for _, inst := range s.idle {
+		if inst.dead() || !s.maker.acceptLocked(inst) ||
+			(inst.ws.dir != "" && inst.ws.dir == s.p.workspace && inst.ws.ino != poolIno) {
+			s.discarded++
+			s.idleBytes -= inst.idle.bytes
+			stale = append(stale, inst)
+			continue
+		}
+		kept = append(kept, inst)
+	}
+	s.idle = kept
+	pick := -1
+	for i, inst := range s.idle {
+		if fits(inst) && (pick < 0 || inst.isWarmed() && !s.idle[pick].isWarmed()) {
+			pick = i
+			if inst.isWarmed() {
+				break
+			}
+		}
+	}
+	if pick < 0 {
+		return nil, stale
+	}
+	inst := s.idle[pick]
+	s.idle = append(s.idle[:pick], s.idle[pick+1:]...)
+	s.idleBytes -= inst.idle.bytes
+	s.hits++
+	inst.settle() // done already, off this path, unless still warming
+	return inst, stale
 }
 
 // kick wakes s's refill; a kick already pending covers this one.

@@ -31,6 +31,15 @@ import (
 // fallback.
 func newWorkspaceForkPool(t *testing.T, size int, idmap string) (*jail.Pool, *testEnv) {
 	t.Helper()
+	return newWorkspaceForkPoolFor(t, size, idmap, "")
+}
+
+// newWorkspaceForkPoolFor is newWorkspaceForkPool for a pool that serves
+// workspace: its idle children attach it before they are ready, where a
+// pool that serves none keeps children that attach their run's when its
+// code comes.
+func newWorkspaceForkPoolFor(t *testing.T, size int, idmap, workspace string) (*jail.Pool, *testEnv) {
+	t.Helper()
 	e := sharedEnv(t)
 	warm := policy.Warm{Size: size, Preload: []string{"numpy"}, Refill: 1, MemoryBudgetBytes: 1 << 30, ForkServer: true}
 	// Not withWarm, which takes a fork server's profiles' workspaces away.
@@ -41,7 +50,7 @@ func newWorkspaceForkPool(t *testing.T, size int, idmap string) (*jail.Pool, *te
 		cfg.Profiles[name] = prof
 	}
 	cfg.WorkspaceIdmap = idmap
-	return openPool(t, e, cfg), e
+	return openPoolFor(t, e, cfg, workspace), e
 }
 
 // ownedWorkspace makes a workspace directory owned by uid:gid with mode.
@@ -125,8 +134,18 @@ func TestForkedWorkspaceOwnership(t *testing.T) {
 // the next run sees the new tree; and the fork server's own mount table
 // holds no workspace at any time.
 func TestForkedWorkspaceSeesItsOwn(t *testing.T) {
-	p, e := newWorkspaceForkPool(t, 2, "auto")
+	for _, mode := range []string{"deferred", "attached"} {
+		t.Run(mode, func(t *testing.T) { testForkedWorkspaceSeesItsOwn(t, mode) })
+	}
+}
+
+func testForkedWorkspaceSeesItsOwn(t *testing.T, mode string) {
 	a, b := ownedWorkspace(t, 0, 0, 0o755), ownedWorkspace(t, 0, 0, 0o755)
+	served := ""
+	if mode == "attached" {
+		served = a // the pool's idle children attach a; runs for b fork their own
+	}
+	p, e := newWorkspaceForkPoolFor(t, 2, "auto", served)
 	for dir, name := range map[string]string{a: "a.txt", b: "b.txt"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
 			t.Fatal(err)
@@ -232,9 +251,11 @@ print(os.getuid(), caps, opts, sorted(k for k, v in tries.items() if v == 0))
 // no descriptor of this process (a workspace mount handed to a child and
 // not closed would be one).
 func TestForkedWorkspaceManyRuns(t *testing.T) {
-	p, e := newWorkspaceForkPool(t, 2, "auto")
-	fdsBefore := openFDs(t)
 	dir, other := ownedWorkspace(t, 1234, 1234, 0o700), ownedWorkspace(t, 1234, 1234, 0o700)
+	// The pool serves dir: its idle children attach it at fork, and every
+	// swap makes them stale.
+	p, e := newWorkspaceForkPoolFor(t, 2, "auto", dir)
+	fdsBefore := openFDs(t)
 	codes := []struct {
 		code    string
 		verdict record.Verdict

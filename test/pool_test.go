@@ -47,11 +47,17 @@ func withWarm(cfg policy.Config, warm policy.Warm, names ...record.Profile) poli
 // ends it closes the pool and checks that nothing of it is left.
 func openPool(t *testing.T, e *testEnv, cfg policy.Config) *jail.Pool {
 	t.Helper()
+	return openPoolFor(t, e, cfg, "")
+}
+
+// openPoolFor is openPool for a pool that serves workspace.
+func openPoolFor(t *testing.T, e *testEnv, cfg policy.Config, workspace string) *jail.Pool {
+	t.Helper()
 	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := jail.NewPool(j, "")
+	p := jail.NewPool(j, workspace)
 	t.Cleanup(func() {
 		p.Close()
 		if left := leftovers(e); len(left) > 0 {

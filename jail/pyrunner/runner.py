@@ -42,6 +42,8 @@ class _ProcessState:
         "deferred",   # a forked child of a workspace profile: the sync socket on
                       # which its workspace comes with its code; it keeps its
                       # privileges until then (_attach_and_drop)
+        "workdir",    # a forked child's workspace as attached at fork ("" for
+                      # none); None in a single-use jail, which has Boot's
     )
 
 
@@ -50,6 +52,7 @@ _S.warmup = None
 _S.isolation = None
 _S.warm_idle = False
 _S.deferred = None
+_S.workdir = None
 
 
 # ---------------------------------------------------------------- boot ---
@@ -438,7 +441,7 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     children = {}
-    _S.isolation = _prepare_isolation(ctypes, libc, boot["fork_server"])
+    _S.isolation = _prepare_isolation(ctypes, libc, boot["fork_server"], boot.get("workspace") or "")
     fork = _choose_fork(ctypes)
     # Everything imported so far is permanent: a child's garbage collector
     # then never walks (and copies) the server's objects.
@@ -467,7 +470,9 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
             seq, warm, workspace = int(req["seq"]), bool(req.get("warm")), bool(req.get("workspace"))
         except (ValueError, KeyError, TypeError):
             seq = None
-        if seq is None or len(fds) != 5:
+        # Five descriptors, and a sixth when the child attaches a workspace
+        # mount at once (see _fork_child).
+        if seq is None or len(fds) not in (5, 6) or (len(fds) == 6 and workspace):
             for fd in fds:
                 os.close(fd)
             if seq is not None:
@@ -625,7 +630,7 @@ def _choose_fork(ctypes):
     return fork
 
 
-def _prepare_isolation(ctypes, libc, fs):
+def _prepare_isolation(ctypes, libc, fs, boot_workspace):
     """What every child needs for _isolate, computed once in the server.
     A malformed Boot.fork_server fails here, before the server says ready,
     rather than in every child."""
@@ -646,6 +651,7 @@ def _prepare_isolation(ctypes, libc, fs):
                 bounding = int(line.split()[1], 16)
     caps = [c for c in range(64) if bounding >> c & 1]
     return {"mount": _mounter(ctypes, libc), "fprog": fprog, "buf": buf, "caps": caps, "fs": fs,
+            "workspace": boot_workspace,
             "mounts": _mount_table(fs),
             "masked": [p.encode() for p in fs.get("masked") or []],
             "readonly": [p.encode() for p in fs.get("readonly") or []]}
@@ -718,15 +724,23 @@ def _mount_table(fs):
 
 
 def _fork_child(ctypes, libc, fds, sock, warm, workspace):
+    """A forked child's setup, before it is ready for code. Its workspace,
+    for a profile with one, comes one of two ways: a sixth descriptor, a
+    detached mount of the workspace its pool serves, attached here before
+    the child drops its privileges; or, with workspace set (a pool that
+    serves any workspace), on the sync socket with the code, and the child
+    keeps its privileges until then (_attach_and_drop)."""
     import signal
     import socket
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # fd 5 is the server's request socket until the sync socket replaces it.
-    for src, dst in zip(fds, (1, 2, 3, 4, 5)):
+    # fd 5 is the server's request socket until the sync socket replaces it;
+    # a workspace mount lands on fd 6.
+    for src, dst in zip(fds, (1, 2, 3, 4, 5, 6)):
         os.dup2(src, dst)
     sock.detach()
-    os.closerange(6, 1 << 20)
+    os.closerange(7 if len(fds) == 6 else 6, 1 << 20)
+    tree = 6 if len(fds) == 6 else None
     sync = socket.socket(fileno=5)
     sync.send(b"h")
     if sync.recv(1) != b"g":
@@ -736,9 +750,19 @@ def _fork_child(ctypes, libc, fds, sock, warm, workspace):
         # child keeps what it needs to attach it (see _attach_and_drop).
         _S.deferred = sync
         _isolate(ctypes, libc, _S.isolation, drop=False)
+    elif tree is not None:
+        sync.close()
+        _isolate(ctypes, libc, _S.isolation, drop=False)
+        try:
+            _move_mount(ctypes, libc, tree, _S.isolation["workspace"])
+        finally:
+            os.close(tree)
+        _drop_privileges(ctypes, libc, _S.isolation)
+        _S.workdir = _S.isolation["workspace"]
     else:
         sync.close()
         _isolate(ctypes, libc, _S.isolation)
+        _S.workdir = ""
     # An idle jail warms up after "ready", until its code arrives (main).
     _S.warm_idle = warm
     # Fork copies the server's random state: draw fresh seeds.
@@ -806,19 +830,24 @@ def _attach_and_drop(ctypes, libc, target):
                 for fd in fds:
                     os.close(fd)
                 raise OSError("expected the workspace mount on the sync socket, got %r with %d descriptors" % (msg, len(fds)))
-            tree = fds[0]
             try:
-                syscall = libc.syscall
-                syscall.restype = ctypes.c_long
-                rc = syscall(ctypes.c_long(_SYS_MOVE_MOUNT), ctypes.c_int(tree), b"", ctypes.c_int(_AT_FDCWD),
-                             os.fsencode(target), ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH))
-                if rc != 0:
-                    raise _errno_error(ctypes.get_errno(), "attaching the workspace at %s" % target)
+                _move_mount(ctypes, libc, fds[0], target)
             finally:
-                os.close(tree)
+                os.close(fds[0])
     finally:
         sync.close()
     _drop_privileges(ctypes, libc, _S.isolation)
+
+
+def _move_mount(ctypes, libc, tree, target):
+    """Attaches the detached mount tree at target, in this process's mount
+    namespace."""
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    rc = syscall(ctypes.c_long(_SYS_MOVE_MOUNT), ctypes.c_int(tree), b"", ctypes.c_int(_AT_FDCWD),
+                 os.fsencode(target), ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH))
+    if rc != 0:
+        raise _errno_error(ctypes.get_errno(), "attaching the workspace at %s" % target)
 
 
 def _unshare(ctypes, libc):
@@ -911,6 +940,14 @@ def _install_seccomp(ctypes, libc, fprog):
            "installing the seccomp filter")
 
 
+def _workdir(boot):
+    """The workspace the code runs in: Boot's for a single-use jail, the
+    one a forked child attached (or none)."""
+    if _S.workdir is not None:
+        return _S.workdir
+    return boot.get("workspace") or ""
+
+
 def main():
     ctypes, libc = _libc()
     _die_with_parent(libc)
@@ -927,7 +964,7 @@ def main():
             # Returns only in a forked child, isolated and ready for code.
             cin, cout = _serve_forks(ctypes, libc, boot, cin, cout)
         if boot.get("landlock") and _S.deferred is None:
-            ready["landlock"] = _landlock(ctypes, libc, boot.get("workspace") or "")
+            ready["landlock"] = _landlock(ctypes, libc, _workdir(boot))
         elif boot.get("landlock"):
             # Landlock would forbid attaching the workspace: it comes once
             # the workspace is in place and the privileges are gone.
@@ -946,7 +983,7 @@ def main():
         _send(cout, {"type": "warmed"})
     req = _read_msg(cin)
     cin.close()
-    workdir = boot.get("workspace")
+    workdir = _workdir(boot)
     if _S.deferred is not None:
         # Nothing runs with the child's privileges but what is here: if
         # attaching fails, the child exits rather than run the code.
@@ -988,4 +1025,12 @@ def main():
     # The hook stays on until os._exit: a __del__ of the user's that the
     # garbage collector runs now must not find it off.
     _send(cout, {"type": "reply", "reply": reply})
+    if workdir:
+        # A run with a workspace: the supervisor freezes the jail before it
+        # scans the workspace, and an exiting process cannot be frozen
+        # until the kernel has torn it down (tens of milliseconds). Wait,
+        # running nothing, for the kill that ends every jail.
+        import signal
+        while True:
+            signal.pause()
     os._exit(reply.get("exit_code", 0) & 0xFF)
