@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/snapshot"
@@ -64,8 +65,14 @@ type Config struct {
 	// nil builds one from Policy.SchemaDir with ValidateLimits.
 	Validators *validate.Registry
 	// ValidateLimits bounds JSON instances; nil means
-	// validate.DefaultLimits().
+	// validate.DefaultLimits(). Its MaxDepth is also the nesting limit of
+	// tool arguments in a JSON-RPC message (see package rpcgate).
 	ValidateLimits *validate.Limits
+	// Validator runs every validate_json call in a worker process under
+	// a CPU and wall-clock budget. nil makes New build a validatepool.Pool
+	// from Policy.Server on this binary, started on first use and stopped
+	// by Close.
+	Validator JSONValidator
 	// Version is reported to clients and in sandbox://status.
 	Version string
 	// Host is what probing this host found. Runs are refused while a
@@ -96,6 +103,9 @@ type Server struct {
 
 	validators *validate.Registry
 	vlim       validate.Limits
+	validator  JSONValidator
+	ownPool    *validatepool.Pool // the default Validator, which Close stops
+	limits     policy.ServerLimits
 	ws         *wsfs.FS        // nil without a workspace
 	snaps      *snapshot.Store // nil without a workspace or snapshot dir
 
@@ -149,6 +159,17 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("loading schemas: %w", err)
 		}
 	}
+	s.limits = cfg.Policy.Server
+	if s.limits == (policy.ServerLimits{}) {
+		s.limits = policy.DefaultServerLimits()
+	}
+	s.validator = cfg.Validator
+	if s.validator == nil {
+		if s.ownPool, err = validatepool.New(PoolConfig(s.validators, s.limits, s.log)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		s.validator = s.ownPool
+	}
 	if cfg.Workspace != "" {
 		if s.ws, err = wsfs.Open(cfg.Workspace, cfg.WorkspaceLimits); err != nil {
 			return nil, fmt.Errorf("opening workspace %q: %w", cfg.Workspace, err)
@@ -183,6 +204,29 @@ func New(cfg Config) (*Server, error) {
 // MCP returns the underlying mcp-go server, for other transports and for
 // in-process clients in tests.
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// Close stops what New started: the default validation pool, if it was
+// used. A Config.Validator is the caller's to close.
+func (s *Server) Close() error {
+	if s.ownPool != nil {
+		return s.ownPool.Close()
+	}
+	return nil
+}
+
+// PoolConfig is the validatepool configuration for a server with these
+// schemas and limits: what New uses without a Config.Validator, and what
+// cmd/pyjail starts up front.
+func PoolConfig(reg *validate.Registry, lim policy.ServerLimits, log *slog.Logger) validatepool.Config {
+	return validatepool.Config{
+		Registry:    reg,
+		Workers:     lim.ValidationWorkers,
+		CPU:         lim.ValidationCPU.D(),
+		Wall:        lim.ValidationWall.D(),
+		MemoryBytes: lim.ValidationMemoryBytes,
+		Logger:      log,
+	}
+}
 
 // ServeStdio serves one client over in and out until in reaches EOF or ctx
 // is done. Up to 100 tool calls are served at once; at most

@@ -34,6 +34,8 @@ type Config struct {
 	// SchemaDir is a directory of extra JSON Schemas (*.json) for
 	// validate_json, named after their file names.
 	SchemaDir string `json:"schema_dir,omitempty"`
+	// Server bounds the host-side work of one MCP request.
+	Server ServerLimits `json:"server"`
 }
 
 // IDMap places the jail's user namespace on the host: container uid/gid 0
@@ -60,6 +62,7 @@ func Default() Config {
 		CgroupParent:  "/pyjail",
 		StateDir:      "/run/pyjail",
 		MaxConcurrent: 4,
+		Server:        DefaultServerLimits(),
 	}
 }
 
