@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/pyjail/pyjail/mcpserver/rpcgate"
 	"github.com/pyjail/pyjail/mcpserver/validate"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
@@ -23,14 +24,18 @@ import (
 
 // Attribute keys of the server's log records.
 const (
-	logKeyTool     = "tool"
-	logKeyVerdict  = "verdict"
-	logKeyWallMS   = "wall_ms"
-	logKeyDuration = "duration_ms"
-	logKeyError    = "error"
-	logKeyCode     = "code"
-	logKeyCodeLen  = "code_bytes"
-	logKeyTimeout  = "timeout"
+	logKeyTool      = "tool"
+	logKeyVerdict   = "verdict"
+	logKeyWallMS    = "wall_ms"
+	logKeyDuration  = "duration_ms"
+	logKeyError     = "error"
+	logKeyCode      = "code"
+	logKeyCodeLen   = "code_bytes"
+	logKeyTimeout   = "timeout"
+	logKeyMethod    = "method"
+	logKeyRequestID = "request_id"
+	logKeyBytes     = "bytes"
+	logKeyErrorCode = "error_code"
 )
 
 // stdioWorkers is how many tool calls the stdio transport serves at once,
@@ -243,7 +248,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	// A full queue makes mcp-go serve calls on its read loop, which would
 	// stall cancellations behind a run; keep it roomy.
 	server.WithQueueSize(1000)(ss)
-	err := ss.Listen(ctx, in, out)
+	// Every line passes the gate before mcp-go decodes it, and every
+	// answer after mcp-go encodes it: see package rpcgate.
+	gated := rpcgate.NewStdio(s.NewGate(), in, out)
+	defer gated.Close()
+	err := ss.Listen(ctx, gated, gated)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Cancellation (SIGTERM in cmd/) is a clean shutdown.
 		return nil
