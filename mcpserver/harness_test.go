@@ -120,7 +120,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 // newTestPool starts a validation pool of this test binary for a server
 // built from cfg (its Validators, or a registry from its Policy), closed at
 // the end of the test; edit adjusts the pool's config.
-func newTestPool(t *testing.T, cfg Config, edit func(*validatepool.Config)) *validatepool.Pool {
+func newTestPool(t testing.TB, cfg Config, edit func(*validatepool.Config)) *validatepool.Pool {
 	t.Helper()
 	reg := cfg.Validators
 	if reg == nil {

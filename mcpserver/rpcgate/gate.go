@@ -3,7 +3,9 @@ package rpcgate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -143,6 +145,8 @@ type envelope struct {
 	hasMeth  bool
 	methErr  string
 	isNotify bool
+	// isResponse: no method, but a result or an error.
+	isResponse bool
 }
 
 // readEnvelope checks the id, method and jsonrpc members.
@@ -170,6 +174,7 @@ func readEnvelope(sc *scanner) envelope {
 		}
 	}
 	e.isNotify = e.hasMeth && sc.members[mID].count == 0
+	e.isResponse = !e.hasMeth && sc.members[mResult].count+sc.members[mError].count > 0
 	return e
 }
 
@@ -219,24 +224,49 @@ func (g *Gate) screen(msg []byte, sc *scanner) (forward, answer []byte) {
 		return nil, g.refuse(e, code, reason, int64(len(msg)))
 	}
 	switch {
-	case sc.deepAt >= 0:
-		return refuse(CodeInvalidRequest, g.depthReason(sc))
 	case sc.started && sc.topArray:
 		// MCP (2025-06-18 on) has no batches; answering each element
 		// would need decoding it first.
 		return refuse(CodeInvalidRequest, "batches are not supported: send one JSON-RPC message per line")
-	case sc.started && !sc.topArray && len(msg) > 0 && msg[firstByte(msg)] != '{' && json.Valid(msg):
+	case sc.started && len(msg) > 0 && msg[firstByte(msg)] != '{' && json.Valid(msg):
 		return refuse(CodeInvalidRequest, "a JSON-RPC message must be an object")
-	case !sc.complete():
-		return refuse(CodeParseError, "parse error: "+sc.errMsg)
-	case !json.Valid(msg):
-		return refuse(CodeParseError, "parse error: the message is not valid JSON")
+	}
+	if off, why, ok := syntaxCheck(msg, sc); !ok {
+		// Only what precedes the first syntax error counts, as for any
+		// decoder reading the message in order: an id after it is not
+		// the message's id.
+		pre := g.newScanner()
+		pre.feed(msg[:off])
+		pre.endLiteral()
+		e = readEnvelope(pre)
+		if pre.deepAt >= 0 {
+			return nil, g.refuse(e, CodeInvalidRequest, g.depthReason(pre), int64(len(msg)))
+		}
+		if e.idErr != "" {
+			e.id = nil
+		}
+		return nil, g.refuse(e, CodeParseError, "parse error: "+why, int64(len(msg)))
+	}
+	if sc.deepAt >= 0 {
+		return refuse(CodeInvalidRequest, g.depthReason(sc))
+	}
+	switch {
 	case e.idErr != "":
 		return refuse(CodeInvalidRequest, e.idErr)
 	case e.methErr != "":
 		return refuse(CodeInvalidRequest, e.methErr)
 	}
-	if m := sc.members[mJSONRPC]; m.count != 1 || string(m.raw.b) != `"2.0"` {
+	validVersion := sc.members[mJSONRPC].count == 1 && string(sc.members[mJSONRPC].raw.b) == `"2.0"`
+	if e.isResponse {
+		// A response from the client is never answered, whatever is
+		// wrong with it.
+		if !validVersion {
+			g.drop(e, `a response without jsonrpc "2.0"`, int64(len(msg)))
+			return nil, nil
+		}
+		return g.clientResponse(msg, sc, e)
+	}
+	if !validVersion {
 		return refuse(CodeInvalidRequest, `jsonrpc must be "2.0"`)
 	}
 	params := sc.members[mParams]
@@ -407,10 +437,14 @@ func (g *Gate) refuse(e envelope, code int, reason string, size int64) []byte {
 	}
 	// JSON-RPC never answers a notification; a message that does not
 	// parse may not be one, and gets its parse error.
-	if e.isNotify && code != CodeParseError {
+	if (e.isNotify || e.isResponse) && code != CodeParseError {
 		r.Code = 0
 		g.report(r)
 		return nil
+	}
+	if e.isResponse {
+		// Not even a parse error may carry the id of a response.
+		e.id = nil
 	}
 	g.report(r)
 	return errorResponse(e.id, code, reason)
@@ -505,6 +539,58 @@ func (g *Gate) Outbound(msg []byte) []byte {
 	g.report(r)
 	return errorResponse(e.id, CodeInternalError, fmt.Sprintf("the answer is %s, over the server's limit of %s for one message: ask for less",
 		policy.FormatBytes(int64(len(msg))), policy.FormatBytes(g.cfg.MaxAnswerBytes)))
+}
+
+// syntaxCheck reports whether msg is one JSON value and otherwise where
+// its first syntax error is and what it is, as encoding/json sees it. A
+// message nested past encoding/json's own depth limit (10,000) is read
+// token by token, which has none.
+func syntaxCheck(msg []byte, sc *scanner) (int64, string, bool) {
+	if sc.deepAt < 0 && sc.complete() && json.Valid(msg) {
+		return 0, "", true
+	}
+	// Where the error is comes from a token reader, which has no depth
+	// limit: the end of the last token it read whole. Its own offsets
+	// are unreliable for errors inside a token.
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	good, err := skipTokens(dec)
+	if err != nil {
+		why := "unexpected end of JSON input"
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			why = se.Error()
+		}
+		return good, why, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return good, "data after the message", false
+	}
+	return 0, "", true
+}
+
+// skipTokens reads one value token by token and returns the offset after
+// the last token it read whole.
+func skipTokens(dec *json.Decoder) (int64, error) {
+	depth := 0
+	for {
+		good := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return good, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return dec.InputOffset(), nil
+		}
+	}
 }
 
 // firstByte is the index of the first non-whitespace byte of msg, or 0.

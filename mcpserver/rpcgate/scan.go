@@ -21,6 +21,7 @@ type scanner struct {
 	depth      int
 	inStr, esc bool
 	inLit      bool
+	litNumber  bool // the literal is a number
 
 	// levels holds the container at each tracked depth (1..trackedDepth):
 	// for objects, whether a key comes next and the last key.
@@ -34,6 +35,7 @@ type scanner struct {
 	// st is the state of the top-level object's member list.
 	st      memberState
 	key     capture // the current member's name
+	named   int     // index of the member just named, or -1
 	cur     *member // the member whose value is being read, if tracked
 	value   capture // the raw value of cur, when cur captures it
 	members [numMembers]member
@@ -57,12 +59,12 @@ type level struct {
 type memberState uint8
 
 const (
-	stKey      memberState = iota // a member name or "}" next
-	stColon                       // ":" next
-	stValue                       // a value next
-	stInValue                     // inside a value
-	stAfter                       // "," or "}" next
-	stNextKey                     // a member name next (after ",")
+	stKey     memberState = iota // a member name or "}" next
+	stColon                      // ":" next
+	stValue                      // a value next
+	stInValue                    // inside a value
+	stAfter                      // "," or "}" next
+	stNextKey                    // a member name next (after ",")
 )
 
 // The top-level members a gate reads. Every other member is skipped.
@@ -108,7 +110,7 @@ func (c *capture) add(p []byte) {
 }
 
 func newScanner(maxDepth int) *scanner {
-	return &scanner{maxDepth: maxDepth, deepAt: -1, errAt: -1}
+	return &scanner{maxDepth: maxDepth, deepAt: -1, errAt: -1, named: -1}
 }
 
 func (s *scanner) fail(msg string) {
@@ -163,6 +165,13 @@ func isLiteral(b byte) bool {
 	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '-' || b == '+' || b == '.'
 }
 
+// isNumberByte reports whether b can continue a number: a number ends at
+// the first other byte, as in any JSON decoder ("12a" is 12, then an
+// error).
+func isNumberByte(b byte) bool {
+	return b >= '0' && b <= '9' || b == '-' || b == '+' || b == '.' || b == 'e' || b == 'E'
+}
+
 func (s *scanner) step(b byte) {
 	if s.inStr {
 		c := s.capturing()
@@ -182,7 +191,7 @@ func (s *scanner) step(b byte) {
 		return
 	}
 	if s.inLit {
-		if isLiteral(b) {
+		if s.litNumber && isNumberByte(b) || !s.litNumber && isLiteral(b) {
 			if c := s.valueCapture(); c != nil {
 				c.add([]byte{b})
 			}
@@ -249,6 +258,7 @@ func (s *scanner) step(b byte) {
 		}
 		s.begin(b)
 		s.inLit = true
+		s.litNumber = b == '-' || b >= '0' && b <= '9'
 		if c := s.valueCapture(); c != nil {
 			c.reset()
 			c.add([]byte{b})
@@ -270,7 +280,12 @@ func (s *scanner) begin(b byte) {
 	case !s.started:
 		s.started = true
 		s.topArray = b == '['
-		if b != '{' && b != '[' {
+		switch b {
+		case '{':
+		case '[':
+			// A batch has no members: nothing in it is read as one.
+			s.fail("the message is a batch")
+		default:
 			s.fail("the message is not a JSON object")
 		}
 		return
@@ -278,7 +293,8 @@ func (s *scanner) begin(b byte) {
 		s.trailing = true
 		s.fail("data after the message")
 		return
-	case s.depth != 1:
+	case s.depth != 1 || s.errAt >= 0:
+		// After a syntax error nothing more is read as a member.
 		return
 	}
 	switch s.st {
@@ -291,14 +307,24 @@ func (s *scanner) begin(b byte) {
 	case stValue:
 		s.st = stInValue
 		s.cur = nil
-		if i := memberIndex(s.key.b); i >= 0 && !s.key.overflow {
-			s.cur = &s.members[i]
-			s.cur.count++
+		if s.named >= 0 {
+			s.cur = &s.members[s.named]
 			s.cur.start, s.cur.first = s.off, b
+			s.cur.raw = capture{}
 		}
 		s.value.reset()
 	default:
 		s.fail("a value where a name, colon or comma belongs")
+	}
+}
+
+// name counts a member at its name, before its value: a second "id"
+// makes the id ambiguous even if its value never comes.
+func (s *scanner) name() {
+	s.named = -1
+	if i := memberIndex(s.key.b); i >= 0 && !s.key.overflow {
+		s.named = i
+		s.members[i].count++
 	}
 }
 
@@ -312,9 +338,13 @@ func memberIndex(key []byte) int {
 }
 
 func (s *scanner) endString() {
+	if s.errAt >= 0 && s.depth == 1 {
+		return
+	}
 	switch {
 	case s.depth == 1 && (s.st == stKey || s.st == stNextKey):
 		s.st = stColon
+		defer s.name()
 		// A name spelt with escapes ("i\u0064") is the name it decodes
 		// to, as for any JSON decoder.
 		if bytes.IndexByte(s.key.b, '\\') >= 0 && !s.key.overflow {
@@ -333,7 +363,7 @@ func (s *scanner) endString() {
 
 // endValue closes a depth-1 member value that ends before offset end.
 func (s *scanner) endValue(end int64) {
-	if s.depth != 1 || s.st != stInValue {
+	if s.depth != 1 || s.st != stInValue || s.errAt >= 0 {
 		return
 	}
 	if s.cur != nil {
@@ -366,6 +396,15 @@ func (s *scanner) path() string {
 		}
 	}
 	return string(b)
+}
+
+// endLiteral ends a literal the input stops in: the byte after it, not
+// fed, was not part of it (a syntax error, for one).
+func (s *scanner) endLiteral() {
+	if s.inLit {
+		s.inLit = false
+		s.endValue(s.off)
+	}
 }
 
 // finish ends the scan at the end of the message.
