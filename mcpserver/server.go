@@ -104,6 +104,7 @@ type Server struct {
 	calc, workspace policy.Profile
 
 	argSchemas map[string]*jsonschema.Schema
+	argPhrases map[string]map[string]string
 	runOutput  *jsonschema.Schema
 
 	validators *validate.Registry
@@ -153,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
 		return nil, err
 	}
+	s.argPhrases = s.argumentPhrases()
 
 	s.vlim = validate.DefaultLimits()
 	if cfg.ValidateLimits != nil {
@@ -288,6 +290,8 @@ func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandle
 		tr := &trace{Time: time.Now().UTC(), Tool: name}
 		start := time.Now()
 		res, err := h(withTrace(ctx, tr), req)
+		// Whatever a tool returns fits what clients accept.
+		res = s.bound(name, res)
 		tr.DurationMS = time.Since(start).Milliseconds()
 		switch {
 		case err != nil:

@@ -195,6 +195,7 @@ type csvReport struct {
 	Rows            int64        `json:"rows"`
 	Columns         int          `json:"columns"`
 	Header          []string     `json:"header,omitempty"`
+	HeaderTotal     int          `json:"header_total,omitempty"`
 	Errors          []csvProblem `json:"errors"`
 	ErrorCount      int64        `json:"error_count"`
 	ErrorsTruncated bool         `json:"errors_truncated"`
@@ -284,10 +285,23 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 		}
 		return nil, fmt.Errorf("validating CSV: %w", err)
 	}
-	rep.Valid, rep.Rows, rep.Columns, rep.Header = res.Valid, res.Rows, res.Columns, res.Header
+	rep.Valid, rep.Rows, rep.Columns = res.Valid, res.Rows, res.Columns
 	rep.ErrorCount, rep.ErrorsTruncated = res.ErrorCount, res.ErrorsTruncated
-	for _, e := range res.Errors {
-		rep.Errors = append(rep.Errors, csvProblem{Row: e.Row, Column: e.Column, Code: e.Code, Message: e.Message})
+	// A header can have a million columns; the answer lists the first
+	// ones and counts the rest (see bound.go).
+	budget := int(s.limits.AnswerBytes / 8)
+	rep.HeaderTotal = len(res.Header)
+	for _, h := range res.Header[:shownCount(res.Header, budget, func(h string) int { return min(len(h), maxNameBytes) + 4 })] {
+		rep.Header = append(rep.Header, clip(h, maxNameBytes))
+	}
+	n := shownCount(res.Errors, budget, func(e validate.CSVError) int {
+		return min(len(e.Column), maxNameBytes) + min(len(e.Message), maxMessageBytes) + 48
+	})
+	if n < len(res.Errors) {
+		rep.ErrorsTruncated = true
+	}
+	for _, e := range res.Errors[:n] {
+		rep.Errors = append(rep.Errors, csvProblem{Row: e.Row, Column: clip(e.Column, maxNameBytes), Code: e.Code, Message: clip(e.Message, maxMessageBytes)})
 	}
 	return structured(csvText(rep), rep), nil
 }
@@ -331,10 +345,10 @@ func csvText(rep csvReport) string {
 	}
 	fmt.Fprintf(&b, "%s: %d data rows, %d columns", verdict, rep.Rows, rep.Columns)
 	if len(rep.Header) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(rep.Header, ", "))
+		fmt.Fprintf(&b, " (%s%s)", strings.Join(rep.Header, ", "), moreText(rep.HeaderTotal-len(rep.Header)))
 	}
 	if rep.ErrorCount > 0 {
-		fmt.Fprintf(&b, "\n%d errors", rep.ErrorCount)
+		fmt.Fprintf(&b, "\n%s errors", formatCount(rep.ErrorCount))
 		if rep.ErrorsTruncated {
 			fmt.Fprintf(&b, ", the first %d listed", len(rep.Errors))
 		}
