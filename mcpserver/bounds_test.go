@@ -207,20 +207,30 @@ func TestIssue11HostileValidations(t *testing.T) {
 		"anyOf 2^30":   {args: map[string]any{"data": 1, "schema": chainSchema("anyOf", 30, "false")}, want: "more than 100,000 subschemas"},
 		"oneOf 2^30":   {args: map[string]any{"data": 1, "schema": chainSchema("oneOf", 30, "true")}, want: "more than 100,000 subschemas"},
 		"if/then 2^30": {args: map[string]any{"data": 1, "schema": chainSchema("if", 30, "true")}, want: "more than 100,000 subschemas"},
-		"recursive $ref over deep data": {args: map[string]any{"data": json.RawMessage(deepJSON(120, `"leaf"`)), "schema": recursive},
+		"recursive $ref over deep data": {
+			args: map[string]any{"data": json.RawMessage(deepJSON(120, `"leaf"`)), "schema": recursive},
 			// The budget, or the memory the error tree takes, whichever
 			// comes first.
-			want: "validation stopped at its|validation memory limit reached"},
-		"10,000-level JSON value": {args: rawArgs(`{"data":` + deepJSON(10_000, "1") + `,"schema_name":"user"}`),
-			rpc: rpcCodeInvalidRequest, want: "nesting exceeds the depth limit of 128 in params.arguments.data"},
+			want: "validation stopped at its|validation memory limit reached",
+		},
+		"10,000-level JSON value": {
+			args: rawArgs(`{"data":` + deepJSON(10_000, "1") + `,"schema_name":"user"}`),
+			rpc:  rpcCodeInvalidRequest, want: "nesting exceeds the depth limit of 128 in params.arguments.data",
+		},
 		// Issue 11: answered {"id": null, "error": -32700}, and the client
 		// waited for ever.
-		"100,000-level JSON value": {args: rawArgs(`{"data":` + deepJSON(100_000, "1") + `,"schema_name":"user"}`),
-			rpc: rpcCodeInvalidRequest, want: "nesting exceeds the depth limit of 128 in params.arguments.data"},
-		"10,000-level JSON text": {args: map[string]any{"data": deepJSON(10_000, "1"), "schema_name": "user"},
-			want: "nesting exceeds the depth limit of 128"},
-		"100,000 nested not": {args: rawArgs(`{"data":1,"schema":` + strings.Repeat(`{"not":`, 100_000) + "true" + strings.Repeat("}", 100_000) + `}`),
-			rpc: rpcCodeInvalidRequest, want: "depth limit of 128 in params.arguments.schema"},
+		"100,000-level JSON value": {
+			args: rawArgs(`{"data":` + deepJSON(100_000, "1") + `,"schema_name":"user"}`),
+			rpc:  rpcCodeInvalidRequest, want: "nesting exceeds the depth limit of 128 in params.arguments.data",
+		},
+		"10,000-level JSON text": {
+			args: map[string]any{"data": deepJSON(10_000, "1"), "schema_name": "user"},
+			want: "nesting exceeds the depth limit of 128",
+		},
+		"100,000 nested not": {
+			args: rawArgs(`{"data":1,"schema":` + strings.Repeat(`{"not":`, 100_000) + "true" + strings.Repeat("}", 100_000) + `}`),
+			rpc:  rpcCodeInvalidRequest, want: "depth limit of 128 in params.arguments.schema",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, _ := newBoundsServer(t, nil)
@@ -425,10 +435,7 @@ func TestAnswersBounded(t *testing.T) {
 	})
 	t.Run("5,000 files created", func(t *testing.T) {
 		res := h.mustOK(toolRunSandboxCode, map[string]any{"code": "files"})
-		var rec struct {
-			Files runFiles `json:"files"`
-		}
-		rec = structuredAs[struct {
+		rec := structuredAs[struct {
 			Files runFiles `json:"files"`
 		}](t, res)
 		if rec.Files.CreatedTotal != 5000 || len(rec.Files.Created) != listShown || !strings.Contains(text(res), "… and 4,900 more created") {

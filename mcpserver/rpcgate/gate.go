@@ -511,7 +511,7 @@ func (g *Gate) Outbound(msg []byte) []byte {
 		sc.feed(msg)
 		sc.finish()
 		e = readEnvelope(sc)
-		hasResult, hasError = sc.members[mResult].count > 0, sc.members[mError].count > 0
+		hasResult = sc.members[mResult].count > 0
 	}
 	g.mu.Lock()
 	switch {

@@ -56,15 +56,23 @@ func TestInbound(t *testing.T) {
 		want string
 	}{
 		"ping": {msg: `{"jsonrpc":"2.0","id":7,"method":"ping"}`, forward: `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
-		"call at the depth limit": {msg: call("2", `{"data":`+nested(128)+`}`),
-			forward: call("2", `{"data":`+nested(128)+`}`)},
+		"call at the depth limit": {
+			msg:     call("2", `{"data":`+nested(128)+`}`),
+			forward: call("2", `{"data":`+nested(128)+`}`),
+		},
 		// Issue 11: answered with id null, or never.
-		"call past the depth limit": {msg: call("2", `{"data":`+nested(129)+`}`), id: "2", code: CodeInvalidRequest,
-			want: "nesting exceeds the depth limit of 128 in params.arguments.data"},
-		"100,000 nested arrays, id last": {msg: `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"v","arguments":{"data":` + nested(100_000) + `}},"id":"x"}`,
-			id: `"x"`, code: CodeInvalidRequest, want: "depth limit of 128"},
-		"100,000 nested not": {msg: call("3", `{"data":1,"schema":`+strings.Repeat(`{"not":`, 100_000)+"true"+strings.Repeat("}", 100_000)+`}`),
-			id: "3", code: CodeInvalidRequest, want: "depth limit of 128 in params.arguments.schema"},
+		"call past the depth limit": {
+			msg: call("2", `{"data":`+nested(129)+`}`), id: "2", code: CodeInvalidRequest,
+			want: "nesting exceeds the depth limit of 128 in params.arguments.data",
+		},
+		"100,000 nested arrays, id last": {
+			msg: `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"v","arguments":{"data":` + nested(100_000) + `}},"id":"x"}`,
+			id:  `"x"`, code: CodeInvalidRequest, want: "depth limit of 128",
+		},
+		"100,000 nested not": {
+			msg: call("3", `{"data":1,"schema":`+strings.Repeat(`{"not":`, 100_000)+"true"+strings.Repeat("}", 100_000)+`}`),
+			id:  "3", code: CodeInvalidRequest, want: "depth limit of 128 in params.arguments.schema",
+		},
 		"method not a string":  {msg: `{"jsonrpc":"2.0","id":2,"method":5}`, id: "2", code: CodeInvalidRequest, want: "method must be a string"},
 		"no jsonrpc":           {msg: `{"id":2,"method":"ping"}`, id: "2", code: CodeInvalidRequest, want: `jsonrpc must be "2.0"`},
 		"id object":            {msg: `{"jsonrpc":"2.0","id":{},"method":"ping"}`, id: "null", code: CodeInvalidRequest, want: "id must be"},
