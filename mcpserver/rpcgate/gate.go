@@ -224,10 +224,12 @@ func (g *Gate) screen(msg []byte, sc *scanner) (forward, answer []byte) {
 		return nil, g.refuse(e, code, reason, int64(len(msg)))
 	}
 	switch {
-	case sc.started && sc.topArray:
+	case sc.started && sc.topArray && json.Valid(msg):
 		// MCP (2025-06-18 on) has no batches; answering each element
 		// would need decoding it first.
 		return refuse(CodeInvalidRequest, "batches are not supported: send one JSON-RPC message per line")
+	case sc.started && sc.topArray:
+		return refuse(CodeParseError, "parse error: the message is not valid JSON")
 	case sc.started && len(msg) > 0 && msg[firstByte(msg)] != '{' && json.Valid(msg):
 		return refuse(CodeInvalidRequest, "a JSON-RPC message must be an object")
 	}
@@ -245,7 +247,7 @@ func (g *Gate) screen(msg []byte, sc *scanner) (forward, answer []byte) {
 		if e.idErr != "" {
 			e.id = nil
 		}
-		return nil, g.refuse(e, CodeParseError, "parse error: "+why, int64(len(msg)))
+		return nil, g.refuse(e, CodeParseError, fmt.Sprintf("parse error: %s (after byte %d)", why, off), int64(len(msg)))
 	}
 	if sc.deepAt >= 0 {
 		return refuse(CodeInvalidRequest, g.depthReason(sc))

@@ -83,6 +83,7 @@ func TestInbound(t *testing.T) {
 		"truncated, id found":  {msg: `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"a":`, id: "9", code: CodeParseError, want: "end of JSON input"},
 		"bad deeper, id found": {msg: `{"jsonrpc":"2.0","id":9,"method":"x","params":{"a":[1,}}`, id: "9", code: CodeParseError},
 		"batch":                {msg: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, id: "null", code: CodeInvalidRequest, want: "batches"},
+		"broken batch":         {msg: `[1, 2`, id: "null", code: CodeParseError},
 		"a number":             {msg: `5`, id: "null", code: CodeInvalidRequest, want: "must be an object"},
 		"no method":            {msg: `{"jsonrpc":"2.0","id":3}`, id: "3", code: CodeInvalidRequest, want: "no method"},
 		"escaped names":        {msg: `{"jsonrpc":"2.0","i\u0064":5,"method":"ping"}`, forward: `{"jsonrpc":"2.0","id":5,"method":"ping"}`},
