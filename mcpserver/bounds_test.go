@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
@@ -530,5 +531,34 @@ func TestStatusCeilings(t *testing.T) {
 	}
 	if !strings.Contains(l.Summary["validation"], "stops at 1s of CPU or 2s of wall-clock time") {
 		t.Errorf("summary = %v", l.Summary)
+	}
+}
+
+// TestValidationCancelled: a client's notifications/cancelled ends a
+// validation at once: its worker is killed, not left to its budget.
+func TestValidationCancelled(t *testing.T) {
+	checkGoroutines(t)
+	cfg := Config{Policy: policy.Default(), Runner: &fake.Runner{}, Host: healthyHost(), Logger: slog.New(slog.DiscardHandler)}
+	pool := newTestPool(t, cfg, func(c *validatepool.Config) { c.CPU, c.Wall = 30*time.Second, 30*time.Second })
+	cfg.Validator = pool
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	c := newStdioClient(t, srv)
+	start := time.Now()
+	id := c.call(toolValidateJSON, rawArgs(`{"data":`+deepJSON(120, `"x"`)+`,"schema":{"$defs":{"n":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/n"}},{"type":"array","items":{"$ref":"#/$defs/n"}}]}},"$ref":"#/$defs/n"}}`))
+	time.Sleep(300 * time.Millisecond)
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `}}`)
+	r := result(t, c.await(id))
+	if !r.IsError || !strings.Contains(text(&r), "cancelled") {
+		t.Errorf("cancelled call answered %s", text(&r))
+	}
+	if took := time.Since(start); took > liveness {
+		t.Errorf("answered %v after the call", took)
+	}
+	if st := pool.Status(); st.Cancelled != 1 || st.OverBudget != 0 {
+		t.Errorf("pool status %+v, want one cancelled call", st)
 	}
 }
