@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // schemaFiles holds each tool's input schema, named after the tool, and the
@@ -117,8 +119,10 @@ func rawArguments(req mcp.CallToolRequest) ([]byte, error) {
 
 // decodeArgs checks a call's arguments against the tool's schema and then
 // decodes them into dst. Every failure wraps errArgs and reads as a
-// sentence naming the argument, e.g. "timeout: got string, want number".
-func decodeArgs(schemas map[string]*jsonschema.Schema, tool string, raw []byte, dst any) error {
+// sentence naming the argument, e.g. "timeout must be a number, not a
+// string"; phrases, keyed by argument name, replace the generic sentence
+// for an argument whose limits are better said in the tool's own words.
+func decodeArgs(schemas map[string]*jsonschema.Schema, tool string, raw []byte, dst any, phrases ...map[string]string) error {
 	sch, ok := schemas[tool]
 	if !ok {
 		return fmt.Errorf("no input schema for tool %q", tool)
@@ -133,7 +137,11 @@ func decodeArgs(schemas map[string]*jsonschema.Schema, tool string, raw []byte, 
 	if err := sch.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("%w: %s", errArgs, describeValidation(ve))
+			var ph map[string]string
+			if len(phrases) > 0 {
+				ph = phrases[0]
+			}
+			return fmt.Errorf("%w: %s", errArgs, describeValidation(ve, ph))
 		}
 		return fmt.Errorf("%w: %w", errArgs, err)
 	}
@@ -146,8 +154,8 @@ func decodeArgs(schemas map[string]*jsonschema.Schema, tool string, raw []byte, 
 }
 
 // describeValidation renders the leaf errors of a validation failure, one
-// per argument, in instance order.
-func describeValidation(ve *jsonschema.ValidationError) string {
+// per argument, in instance order, in plain words.
+func describeValidation(ve *jsonschema.ValidationError, phrases map[string]string) string {
 	out := ve.BasicOutput()
 	seen := map[string]bool{}
 	var msgs []string
@@ -155,17 +163,17 @@ func describeValidation(ve *jsonschema.ValidationError) string {
 		if u.Error == nil {
 			continue
 		}
-		msg := u.Error.String()
-		// Composite keywords repeat their causes' summary; the leaves say it better.
-		if strings.HasPrefix(msg, "validation failed") || strings.HasPrefix(msg, "allOf failed") {
+		loc := strings.ReplaceAll(strings.TrimPrefix(u.InstanceLocation, "/"), "/", ".")
+		line, ok := plainWords(loc, u.Error.Kind, u.Error.String())
+		if !ok {
 			continue
 		}
-		loc := strings.TrimPrefix(u.InstanceLocation, "/")
-		var line string
-		if loc == "" {
-			line = msg
-		} else {
-			line = strings.ReplaceAll(loc, "/", ".") + ": " + msg
+		// A phrase states an argument's limits; a wrong type keeps the
+		// generic sentence, which says what type is wanted.
+		if p, ok := phrases[loc]; ok && loc != "" {
+			if _, isType := u.Error.Kind.(*kind.Type); !isType {
+				line = p
+			}
 		}
 		if !seen[line] {
 			seen[line] = true
@@ -177,4 +185,76 @@ func describeValidation(ve *jsonschema.ValidationError) string {
 	}
 	sort.Strings(msgs)
 	return strings.Join(msgs, "; ")
+}
+
+// plainWords says what is wrong with the argument at loc ("" for the
+// arguments as a whole), or reports false for the group errors that only
+// repeat their causes. Kinds it does not know keep the library's words,
+// fallback.
+func plainWords(loc string, k jsonschema.ErrorKind, fallback string) (string, bool) {
+	subject := loc
+	if subject == "" {
+		subject = "the arguments"
+	}
+	switch k := k.(type) {
+	case *kind.Group, *kind.AllOf, *kind.Schema, *kind.Reference:
+		return "", false
+	case *kind.Required:
+		return fmt.Sprintf("missing required argument(s): %s", strings.Join(k.Missing, ", ")), true
+	case *kind.AdditionalProperties:
+		if loc == "" {
+			return fmt.Sprintf("unknown argument(s): %s", strings.Join(k.Properties, ", ")), true
+		}
+		return fmt.Sprintf("%s has unknown field(s): %s", subject, strings.Join(k.Properties, ", ")), true
+	case *kind.Type:
+		return fmt.Sprintf("%s must be %s, not %s", subject, article(strings.Join(k.Want, " or ")), article(k.Got)), true
+	case *kind.Minimum:
+		return fmt.Sprintf("%s must be at least %s", subject, ratString(k.Want)), true
+	case *kind.ExclusiveMinimum:
+		return fmt.Sprintf("%s must be more than %s", subject, ratString(k.Want)), true
+	case *kind.Maximum:
+		return fmt.Sprintf("%s must be at most %s", subject, ratString(k.Want)), true
+	case *kind.ExclusiveMaximum:
+		return fmt.Sprintf("%s must be less than %s", subject, ratString(k.Want)), true
+	case *kind.MinLength:
+		return fmt.Sprintf("%s must be at least %d character(s) long", subject, k.Want), true
+	case *kind.MaxLength:
+		return fmt.Sprintf("%s must be at most %d character(s) long", subject, k.Want), true
+	case *kind.MinItems:
+		return fmt.Sprintf("%s must have at least %d item(s)", subject, k.Want), true
+	case *kind.MaxItems:
+		return fmt.Sprintf("%s must have at most %d item(s)", subject, k.Want), true
+	case *kind.Enum:
+		want := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			b, _ := json.Marshal(w)
+			want[i] = string(b)
+		}
+		return fmt.Sprintf("%s must be one of %s", subject, strings.Join(want, ", ")), true
+	}
+	if loc == "" {
+		return fallback, true
+	}
+	return loc + ": " + fallback, true
+}
+
+// article puts "a" or "an" before a JSON type name: "an integer".
+func article(t string) string {
+	if t == "" {
+		return t
+	}
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		return "an " + t
+	}
+	return "a " + t
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	return r.FloatString(6)
 }

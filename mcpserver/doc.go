@@ -34,6 +34,14 @@
 //     asked for it;
 //  7. render the §4 record as text, structured content and PNG images.
 //
+// Work done on the host for one request, outside any jail, is bounded
+// (issue 11): every message passes a gate (package rpcgate) that caps its
+// size and nesting, answers what it refuses with the request's id and
+// enforces the lifecycle; every validate_json runs in a worker process
+// under a CPU and wall-clock budget (package validatepool, through the
+// JSONValidator interface); and every tool result is summarised and, as a
+// last resort, shortened to Policy.Server.AnswerBytes (bound.go).
+//
 // The package never logs submitted code above debug level, nor ever the
 // program's output, and writes nothing to stdout: with the stdio transport
 // that is the protocol channel.

@@ -14,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 )
 
@@ -80,11 +82,15 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	if r, ok := cfg.Runner.(*fake.Runner); ok {
 		h.runner = r
 	}
+	if cfg.Validator == nil {
+		cfg.Validator = newTestPool(t, cfg, nil)
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	h.srv = srv
+	t.Cleanup(func() { _ = srv.Close() })
 	c, err := client.NewInProcessClient(srv.MCP())
 	if err != nil {
 		t.Fatalf("NewInProcessClient: %v", err)
@@ -109,6 +115,39 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		t.Fatalf("Initialize: %v", err)
 	}
 	return h
+}
+
+// newTestPool starts a validation pool of this test binary for a server
+// built from cfg (its Validators, or a registry from its Policy), closed at
+// the end of the test; edit adjusts the pool's config.
+func newTestPool(t testing.TB, cfg Config, edit func(*validatepool.Config)) *validatepool.Pool {
+	t.Helper()
+	reg := cfg.Validators
+	if reg == nil {
+		lim := validate.DefaultLimits()
+		if cfg.ValidateLimits != nil {
+			lim = *cfg.ValidateLimits
+		}
+		var err error
+		if reg, err = validate.NewRegistry(cfg.Policy.SchemaDir, lim); err != nil {
+			t.Fatalf("NewRegistry: %v", err)
+		}
+	}
+	lim := cfg.Policy.Server
+	if lim == (policy.ServerLimits{}) {
+		lim = policy.DefaultServerLimits()
+	}
+	pc := PoolConfig(reg, lim, nil)
+	pc.Command = workerCommand()
+	if edit != nil {
+		edit(&pc)
+	}
+	p, err := validatepool.New(pc)
+	if err != nil {
+		t.Fatalf("validatepool.New: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // callReq builds a tools/call request.

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
@@ -35,7 +36,7 @@ type PoolStatuser interface {
 // clients and models parse them the same way.
 func (s *Server) addResources() {
 	s.mcp.AddResource(mcp.NewResource(uriStatus, "status",
-		mcp.WithResourceDescription("Version, profiles and limits, workspace, snapshot count, warm pool, and the isolation layers actually active on this host; says why code is refused when a required layer is missing."),
+		mcp.WithResourceDescription("Version, profiles and limits, workspace, snapshot count, warm pool, the ceilings of host-side work (validation budget, message, answer and depth limits), and the isolation layers actually active on this host; says why code is refused when a required layer is missing."),
 		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.status))
 	s.mcp.AddResource(mcp.NewResource(uriLogs, "logs",
 		mcp.WithResourceDescription("The last 100 tool calls: time, level, message, tool, verdict and timings. Submitted code appears only when the server logs at debug level."),
@@ -129,7 +130,55 @@ type statusReport struct {
 	Snapshots     snapshotStatus                   `json:"snapshots"`
 	Isolation     isolationStatus                  `json:"isolation"`
 	WarmPool      any                              `json:"warm_pool,omitempty"`
-	Time          time.Time                        `json:"time"`
+	// ServerLimits are the ceilings of the work done outside any jail.
+	ServerLimits serverLimitsStatus `json:"server_limits"`
+	Time         time.Time          `json:"time"`
+}
+
+// serverLimitsStatus is what one request may cost the host outside the
+// jails, and the validation workers' state.
+type serverLimitsStatus struct {
+	// MessageBytes caps a client's message; DepthLimit its nesting below
+	// the envelope (as for JSON text).
+	MessageBytes int64 `json:"message_bytes"`
+	DepthLimit   int   `json:"depth_limit"`
+	// AnswerBytes caps a tool result; MaxMessageBytesOut any message.
+	AnswerBytes        int64 `json:"answer_bytes"`
+	MaxMessageBytesOut int64 `json:"max_message_bytes_out"`
+	// JSON instances and schemas.
+	InstanceBytes int64 `json:"json_instance_bytes"`
+	SchemaBytes   int64 `json:"json_schema_bytes"`
+	SchemaFanOut  int   `json:"json_schema_fan_out"`
+	// Validation is the worker pool (per-call CPU and wall-clock budget,
+	// memory, counters), when the validator reports it.
+	Validation *validatepool.Status `json:"validation,omitempty"`
+	Summary    map[string]string    `json:"summary"`
+}
+
+// serverLimits renders the ceilings for sandbox://status.
+func (s *Server) serverLimits() serverLimitsStatus {
+	st := serverLimitsStatus{
+		MessageBytes: s.limits.MessageBytes, DepthLimit: s.vlim.MaxDepth,
+		AnswerBytes: s.limits.AnswerBytes, MaxMessageBytesOut: policy.MaxAnswerBytes,
+		InstanceBytes: s.vlim.MaxInstanceBytes, SchemaBytes: s.vlim.MaxSchemaBytes, SchemaFanOut: s.vlim.MaxFanOut,
+	}
+	cpu, wall := s.limits.ValidationCPU.D(), s.limits.ValidationWall.D()
+	if v, ok := s.validator.(ValidatorStatuser); ok {
+		vs := v.Status()
+		st.Validation = &vs
+		if c, err := time.ParseDuration(vs.CPU); err == nil {
+			cpu = c
+		}
+		if w, err := time.ParseDuration(vs.Wall); err == nil {
+			wall = w
+		}
+	}
+	st.Summary = map[string]string{
+		"validation": fmt.Sprintf("each validate_json call runs in a worker process and stops at %s of CPU or %s of wall-clock time", cpu, wall),
+		"messages":   fmt.Sprintf("a message from the client may be up to %s, nested %d levels deep inside tool arguments", policy.FormatBytes(st.MessageBytes), st.DepthLimit),
+		"answers":    fmt.Sprintf("a tool result is at most %s (longer listings are summarised), any message at most %s", policy.FormatBytes(st.AnswerBytes), policy.FormatBytes(st.MaxMessageBytesOut)),
+	}
+	return st
 }
 
 // snapshotStatus is the snapshot store as sandbox://status shows it.
@@ -176,6 +225,7 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	if st.Isolation.Degraded == nil {
 		st.Isolation.Degraded = []string{}
 	}
+	st.ServerLimits = s.serverLimits()
 	// The warm pool is optional: only Runners that have one report it.
 	if p, ok := s.cfg.Runner.(PoolStatuser); ok {
 		st.WarmPool = p.PoolStatus()

@@ -216,11 +216,56 @@ func runResult(res *record.Result, note string) *mcp.CallToolResult {
 		content = append(content, mcp.NewImageContent(img.Data, mime))
 	}
 	// The structured content is a copy: the caller's record stays whole.
-	rec := *res
+	rec := runRecord{Result: *res, Files: summarizeFiles(res.Files)}
 	// The figures travel once, as image content; base64 PNGs twice over
 	// would only cost the client tokens.
 	rec.Images = nil
 	return &mcp.CallToolResult{Content: content, StructuredContent: rec, IsError: !res.OK()}
+}
+
+// runRecord is the §4 record as the run tools send it: its file lists
+// summarised like every listing (see bound.go).
+type runRecord struct {
+	record.Result
+	// Files shadows Result.Files.
+	Files *runFiles `json:"files,omitempty"`
+}
+
+// runFiles is record.FileChanges with the first files of each list and
+// the totals.
+type runFiles struct {
+	Created       []record.FileInfo `json:"created"`
+	CreatedTotal  int               `json:"created_total"`
+	Modified      []record.FileInfo `json:"modified"`
+	ModifiedTotal int               `json:"modified_total"`
+	Deleted       []record.FileInfo `json:"deleted"`
+	DeletedTotal  int               `json:"deleted_total"`
+	// Error says why the lists are empty (record.FileChanges.Error).
+	Error string `json:"error,omitempty"`
+}
+
+func summarizeFiles(f *record.FileChanges) *runFiles {
+	if f == nil {
+		return nil
+	}
+	first := func(fs []record.FileInfo) []record.FileInfo {
+		if fs == nil {
+			return nil
+		}
+		n := min(len(fs), listShown)
+		out := make([]record.FileInfo, n)
+		for i, fi := range fs[:n] {
+			fi.Path = clip(fi.Path, maxNameBytes)
+			out[i] = fi
+		}
+		return out
+	}
+	return &runFiles{
+		Created: first(f.Created), CreatedTotal: len(f.Created),
+		Modified: first(f.Modified), ModifiedTotal: len(f.Modified),
+		Deleted: first(f.Deleted), DeletedTotal: len(f.Deleted),
+		Error: f.Error,
+	}
 }
 
 // runText is the text a model reads: the program's stdout, the value of
@@ -282,8 +327,11 @@ func runText(res *record.Result, note string) string {
 			verb  string
 			files []record.FileInfo
 		}{{"created", f.Created}, {"modified", f.Modified}, {"deleted", f.Deleted}} {
-			for _, fi := range g.files {
-				fmt.Fprintf(&b, "\n  %s %s (%s)", g.verb, fi.Path, policy.FormatBytes(fi.Size))
+			for _, fi := range g.files[:min(len(g.files), listShown)] {
+				fmt.Fprintf(&b, "\n  %s %s (%s)", g.verb, clip(fi.Path, maxNameBytes), policy.FormatBytes(fi.Size))
+			}
+			if len(g.files) > listShown {
+				fmt.Fprintf(&b, "\n  …%s %s", moreText(len(g.files)-listShown), g.verb)
 			}
 		}
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/pyjail/pyjail/mcpserver/rpcgate"
 	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/snapshot"
@@ -23,14 +25,18 @@ import (
 
 // Attribute keys of the server's log records.
 const (
-	logKeyTool     = "tool"
-	logKeyVerdict  = "verdict"
-	logKeyWallMS   = "wall_ms"
-	logKeyDuration = "duration_ms"
-	logKeyError    = "error"
-	logKeyCode     = "code"
-	logKeyCodeLen  = "code_bytes"
-	logKeyTimeout  = "timeout"
+	logKeyTool      = "tool"
+	logKeyVerdict   = "verdict"
+	logKeyWallMS    = "wall_ms"
+	logKeyDuration  = "duration_ms"
+	logKeyError     = "error"
+	logKeyCode      = "code"
+	logKeyCodeLen   = "code_bytes"
+	logKeyTimeout   = "timeout"
+	logKeyMethod    = "method"
+	logKeyRequestID = "request_id"
+	logKeyBytes     = "bytes"
+	logKeyErrorCode = "error_code"
 )
 
 // stdioWorkers is how many tool calls the stdio transport serves at once,
@@ -65,8 +71,14 @@ type Config struct {
 	// nil builds one from Policy.SchemaDir with ValidateLimits.
 	Validators *validate.Registry
 	// ValidateLimits bounds JSON instances; nil means
-	// validate.DefaultLimits().
+	// validate.DefaultLimits(). Its MaxDepth is also the nesting limit of
+	// tool arguments in a JSON-RPC message (see package rpcgate).
 	ValidateLimits *validate.Limits
+	// Validator runs every validate_json call in a worker process under
+	// a CPU and wall-clock budget. nil makes New build a validatepool.Pool
+	// from Policy.Server on this binary, started on first use and stopped
+	// by Close.
+	Validator JSONValidator
 	// Version is reported to clients and in sandbox://status.
 	Version string
 	// Host is what probing this host found. Runs are refused while a
@@ -93,10 +105,14 @@ type Server struct {
 	calc, workspace policy.Profile
 
 	argSchemas map[string]*jsonschema.Schema
+	argPhrases map[string]map[string]string
 	runOutput  *jsonschema.Schema
 
 	validators *validate.Registry
 	vlim       validate.Limits
+	validator  JSONValidator
+	ownPool    *validatepool.Pool // the default Validator, which Close stops
+	limits     policy.ServerLimits
 	ws         *wsfs.FS        // nil without a workspace
 	snaps      *snapshot.Store // nil without a workspace or snapshot dir
 
@@ -140,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
 		return nil, err
 	}
+	s.argPhrases = s.argumentPhrases()
 
 	s.vlim = validate.DefaultLimits()
 	if cfg.ValidateLimits != nil {
@@ -150,6 +167,17 @@ func New(cfg Config) (*Server, error) {
 		if s.validators, err = validate.NewRegistry(cfg.Policy.SchemaDir, s.vlim); err != nil {
 			return nil, fmt.Errorf("loading schemas: %w", err)
 		}
+	}
+	s.limits = cfg.Policy.Server
+	if s.limits == (policy.ServerLimits{}) {
+		s.limits = policy.DefaultServerLimits()
+	}
+	s.validator = cfg.Validator
+	if s.validator == nil {
+		if s.ownPool, err = validatepool.New(PoolConfig(s.validators, s.limits, s.log)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		s.validator = s.ownPool
 	}
 	if cfg.Workspace != "" {
 		// One shape for the workspace everywhere: the jail's change reports
@@ -195,6 +223,29 @@ func New(cfg Config) (*Server, error) {
 // in-process clients in tests.
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
+// Close stops what New started: the default validation pool, if it was
+// used. A Config.Validator is the caller's to close.
+func (s *Server) Close() error {
+	if s.ownPool != nil {
+		return s.ownPool.Close()
+	}
+	return nil
+}
+
+// PoolConfig is the validatepool configuration for a server with these
+// schemas and limits: what New uses without a Config.Validator, and what
+// cmd/pyjail starts up front.
+func PoolConfig(reg *validate.Registry, lim policy.ServerLimits, log *slog.Logger) validatepool.Config {
+	return validatepool.Config{
+		Registry:    reg,
+		Workers:     lim.ValidationWorkers,
+		CPU:         lim.ValidationCPU.D(),
+		Wall:        lim.ValidationWall.D(),
+		MemoryBytes: lim.ValidationMemoryBytes,
+		Logger:      log,
+	}
+}
+
 // ServeStdio serves one client over in and out until in reaches EOF or ctx
 // is done. Up to 100 tool calls are served at once; at most
 // Policy.MaxConcurrent of them are in a jail, the other runs wait for a
@@ -210,7 +261,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	// A full queue makes mcp-go serve calls on its read loop, which would
 	// stall cancellations behind a run; keep it roomy.
 	server.WithQueueSize(1000)(ss)
-	err := ss.Listen(ctx, in, out)
+	// Every line passes the gate before mcp-go decodes it, and every
+	// answer after mcp-go encodes it: see package rpcgate.
+	gated := rpcgate.NewStdio(s.NewGate(), in, out)
+	defer gated.Close()
+	err := ss.Listen(ctx, gated, gated)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Cancellation (SIGTERM in cmd/) is a clean shutdown.
 		return nil
@@ -246,6 +301,8 @@ func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandle
 		tr := &trace{Time: time.Now().UTC(), Tool: name}
 		start := time.Now()
 		res, err := h(withTrace(ctx, tr), req)
+		// Whatever a tool returns fits what clients accept.
+		res = s.bound(name, res)
 		tr.DurationMS = time.Since(start).Milliseconds()
 		switch {
 		case err != nil:

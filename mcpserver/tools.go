@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/pyjail/pyjail/policy"
 )
 
 // Tool names of SPEC §5. Clients depend on them.
@@ -119,12 +121,25 @@ func (s *Server) tools() []serverTool {
 func (s *Server) args(req mcp.CallToolRequest, dst any) *mcp.CallToolResult {
 	raw, err := rawArguments(req)
 	if err == nil {
-		err = decodeArgs(s.argSchemas, req.Params.Name, raw, dst)
+		err = decodeArgs(s.argSchemas, req.Params.Name, raw, dst, s.argPhrases[req.Params.Name])
 	}
 	if err != nil {
 		return mcp.NewToolResultError(req.Params.Name + ": " + err.Error())
 	}
 	return nil
+}
+
+// argumentPhrases are the plain-word limits of arguments whose schema
+// cannot say them (the maximum timeout is the profile's, and larger values
+// are lowered to it rather than refused), by tool and argument.
+func (s *Server) argumentPhrases() map[string]map[string]string {
+	timeout := func(p policy.Profile) string {
+		return fmt.Sprintf("timeout must be more than 0 s and at most %g s", p.Limits.MaxTimeout.D().Seconds())
+	}
+	return map[string]map[string]string{
+		toolRunPython:      {"timeout": timeout(s.calc)},
+		toolRunSandboxCode: {"timeout": timeout(s.workspace)},
+	}
 }
 
 // structured builds a successful result with text for people and older

@@ -15,22 +15,28 @@ const maxTracedCode = 4 << 10
 // trace is one tool call as sandbox://logs shows it. It never holds the
 // submitted code unless the logger is enabled at debug level.
 type trace struct {
-	Time       time.Time `json:"time"`
-	Level      string    `json:"level"`
-	Message    string    `json:"message"`
-	Tool       string    `json:"tool"`
-	Profile    string    `json:"profile,omitempty"`
-	Verdict    string    `json:"verdict,omitempty"`
-	WallMS     int64     `json:"wall_ms,omitempty"`
-	CPUMS      int64     `json:"cpu_ms,omitempty"`
-	PeakMemory int64     `json:"peak_memory_bytes,omitempty"`
-	Timeout    string    `json:"timeout,omitempty"`
-	Clamped    bool      `json:"timeout_clamped,omitempty"`
-	Warm       bool      `json:"warm,omitempty"`
-	DurationMS int64     `json:"duration_ms"`
-	CodeBytes  int       `json:"code_bytes,omitempty"`
-	Code       string    `json:"code,omitempty"`
-	Error      string    `json:"error,omitempty"`
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+	Tool    string    `json:"tool,omitempty"`
+	// Method, RequestID, MessageBytes and ErrorCode describe a message
+	// the gate refused (see rpcgate): never its payload.
+	Method       string `json:"method,omitempty"`
+	RequestID    string `json:"request_id,omitempty"`
+	MessageBytes int64  `json:"message_bytes,omitempty"`
+	ErrorCode    int    `json:"error_code,omitempty"`
+	Profile      string `json:"profile,omitempty"`
+	Verdict      string `json:"verdict,omitempty"`
+	WallMS       int64  `json:"wall_ms,omitempty"`
+	CPUMS        int64  `json:"cpu_ms,omitempty"`
+	PeakMemory   int64  `json:"peak_memory_bytes,omitempty"`
+	Timeout      string `json:"timeout,omitempty"`
+	Clamped      bool   `json:"timeout_clamped,omitempty"`
+	Warm         bool   `json:"warm,omitempty"`
+	DurationMS   int64  `json:"duration_ms"`
+	CodeBytes    int    `json:"code_bytes,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Error        string `json:"error,omitempty"`
 	// ownsError: the handler set Error itself, so the result's text (which
 	// for runs holds the program's output) must not be copied into it.
 	ownsError bool

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 )
 
@@ -51,7 +52,10 @@ type jsonProblem struct {
 
 // validateJSON serves validate_json. Every problem with the request (which
 // schema, what data) is a tool error naming it; the validator's verdict on
-// the data is the result.
+// the data is the result. The validation itself, and the compilation of an
+// inline schema, run in a worker process under a CPU and wall-clock budget
+// (package validatepool): no keyword combination can make this server
+// spend more than that on one call.
 func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a validateJSONArgs
 	if res := s.args(req, &a); res != nil {
@@ -61,31 +65,44 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 		return mcp.NewToolResultErrorf("%s: give exactly one of schema_name (registered: %s) or schema (an inline JSON Schema)",
 			toolValidateJSON, strings.Join(s.validators.Names(), ", ")), nil
 	}
-	// Decoding enforces the size and depth limits before the validator
-	// sees anything, so a hostile document costs a bounded amount.
-	inst, source, err := s.jsonInstance(a.Data)
+	vreq := validatepool.Request{Inline: a.Schema}
+	if a.SchemaName != nil {
+		if _, ok := s.validators.Source(*a.SchemaName); !ok {
+			return mcp.NewToolResultErrorf("%s: no schema named %q; registered schemas: %s",
+				toolValidateJSON, *a.SchemaName, strings.Join(s.validators.Names(), ", ")), nil
+		}
+		vreq = validatepool.Request{Schema: *a.SchemaName}
+	}
+	// Decoding enforces the size and depth limits before any worker sees
+	// the data, so that those errors come at once and name the data.
+	text, source, err := s.jsonInstance(a.Data)
 	if err != nil {
 		return toolError(toolValidateJSON, err)
 	}
-	var res *validate.JSONResult
-	if a.SchemaName != nil {
-		res, err = s.validators.Validate(*a.SchemaName, inst)
-	} else {
-		res, err = s.validators.ValidateInline(a.Schema, inst)
-	}
+	vreq.Instance = text
+	out, err := s.validator.Validate(ctx, vreq)
+	tr := traceFrom(ctx)
+	tr.CPUMS, tr.WallMS = out.CPU.Milliseconds(), out.Wall.Milliseconds()
 	switch {
 	case errors.Is(err, validate.ErrUnknownSchema):
 		return mcp.NewToolResultErrorf("%s: no schema named %q; registered schemas: %s",
 			toolValidateJSON, *a.SchemaName, strings.Join(s.validators.Names(), ", ")), nil
-	case errors.Is(err, validate.ErrInvalidSchema), errors.Is(err, validate.ErrRefNotAllowed):
+	case errors.Is(err, validate.ErrInvalidSchema), errors.Is(err, validate.ErrRefNotAllowed), errors.Is(err, validate.ErrTooComplex):
 		return mcp.NewToolResultError(toolValidateJSON + ": the schema cannot be used: " + err.Error()), nil
 	case errors.Is(err, validate.ErrTooLarge), errors.Is(err, validate.ErrTooDeep),
-		errors.Is(err, validate.ErrUnsupportedValue):
+		errors.Is(err, validate.ErrUnsupportedValue), errors.Is(err, validate.ErrInvalidJSON):
 		// The validator names which of schema or data is over its limit.
 		return mcp.NewToolResultError(toolValidateJSON + ": " + err.Error()), nil
+	case errors.Is(err, validatepool.ErrBudget), errors.Is(err, validatepool.ErrMemory):
+		return mcp.NewToolResultError(toolValidateJSON + ": " + err.Error() + "; simplify the schema or validate less data at once"), nil
+	case errors.Is(err, validatepool.ErrBusy):
+		return mcp.NewToolResultError(toolValidateJSON + ": " + err.Error() + " validating other calls; try again shortly"), nil
+	case ctx.Err() != nil:
+		return ctxErr(ctx, toolValidateJSON), nil
 	case err != nil:
 		return nil, fmt.Errorf("validating JSON: %w", err)
 	}
+	res := out.Result
 	rep := jsonReport{
 		Valid: res.Valid, Schema: res.Schema, Draft: res.Draft, Source: source, Errors: []jsonProblem{},
 		ErrorCount: res.ErrorCount, ErrorsTruncated: res.ErrorsTruncated,
@@ -96,11 +113,12 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 	return structured(jsonReportText(rep), rep), nil
 }
 
-// jsonInstance turns the data argument into an instance: a string is JSON
-// text to parse, {"path": …} names a workspace file, anything else is the
-// value itself. Numbers keep their exact text throughout.
-func (s *Server) jsonInstance(data json.RawMessage) (inst any, source string, err error) {
-	var text []byte
+// jsonInstance turns the data argument into the JSON text of the
+// instance: a string is JSON text to parse, {"path": …} names a workspace
+// file, anything else is the value itself. The text is decoded once here,
+// only to enforce the limits and report syntax errors before a worker is
+// asked; the worker decodes it again, keeping numbers exact.
+func (s *Server) jsonInstance(data json.RawMessage) (text []byte, source string, err error) {
 	switch data = bytes.TrimSpace(data); {
 	case len(data) > 0 && data[0] == '"':
 		var str string
@@ -119,25 +137,23 @@ func (s *Server) jsonInstance(data json.RawMessage) (inst any, source string, er
 				if err != nil {
 					return nil, "", err
 				}
-				inst, err := validate.DecodeInstance(text, s.vlim)
-				if err != nil {
+				if _, err := validate.DecodeInstance(text, s.vlim); err != nil {
 					return nil, "", fmt.Errorf("%w: workspace file %q: %w", errArgs, path, err)
 				}
-				return inst, "workspace:" + path, nil
+				return text, "workspace:" + path, nil
 			}
 		}
 		text, source = data, "value"
 	default:
 		text, source = data, "value"
 	}
-	inst, err = validate.DecodeInstance(text, s.vlim)
-	if err != nil {
+	if _, err = validate.DecodeInstance(text, s.vlim); err != nil {
 		if source == "string" {
 			return nil, "", fmt.Errorf("%w: data is a string, so it must hold JSON text: %w", errArgs, err)
 		}
 		return nil, "", fmt.Errorf("%w: data: %w", errArgs, err)
 	}
-	return inst, source, nil
+	return text, source, nil
 }
 
 // readWhole reads a workspace file of at most limit bytes. Reads go through
@@ -179,6 +195,7 @@ type csvReport struct {
 	Rows            int64        `json:"rows"`
 	Columns         int          `json:"columns"`
 	Header          []string     `json:"header,omitempty"`
+	HeaderTotal     int          `json:"header_total,omitempty"`
 	Errors          []csvProblem `json:"errors"`
 	ErrorCount      int64        `json:"error_count"`
 	ErrorsTruncated bool         `json:"errors_truncated"`
@@ -268,10 +285,23 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 		}
 		return nil, fmt.Errorf("validating CSV: %w", err)
 	}
-	rep.Valid, rep.Rows, rep.Columns, rep.Header = res.Valid, res.Rows, res.Columns, res.Header
+	rep.Valid, rep.Rows, rep.Columns = res.Valid, res.Rows, res.Columns
 	rep.ErrorCount, rep.ErrorsTruncated = res.ErrorCount, res.ErrorsTruncated
-	for _, e := range res.Errors {
-		rep.Errors = append(rep.Errors, csvProblem{Row: e.Row, Column: e.Column, Code: e.Code, Message: e.Message})
+	// A header can have a million columns; the answer lists the first
+	// ones and counts the rest (see bound.go).
+	budget := int(s.limits.AnswerBytes / 8)
+	rep.HeaderTotal = len(res.Header)
+	for _, h := range res.Header[:shownCount(res.Header, budget, func(h string) int { return min(len(h), maxNameBytes) + 4 })] {
+		rep.Header = append(rep.Header, clip(h, maxNameBytes))
+	}
+	n := shownCount(res.Errors, budget, func(e validate.CSVError) int {
+		return min(len(e.Column), maxNameBytes) + min(len(e.Message), maxMessageBytes) + 48
+	})
+	if n < len(res.Errors) {
+		rep.ErrorsTruncated = true
+	}
+	for _, e := range res.Errors[:n] {
+		rep.Errors = append(rep.Errors, csvProblem{Row: e.Row, Column: clip(e.Column, maxNameBytes), Code: e.Code, Message: clip(e.Message, maxMessageBytes)})
 	}
 	return structured(csvText(rep), rep), nil
 }
@@ -315,10 +345,10 @@ func csvText(rep csvReport) string {
 	}
 	fmt.Fprintf(&b, "%s: %d data rows, %d columns", verdict, rep.Rows, rep.Columns)
 	if len(rep.Header) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(rep.Header, ", "))
+		fmt.Fprintf(&b, " (%s%s)", strings.Join(rep.Header, ", "), moreText(rep.HeaderTotal-len(rep.Header)))
 	}
 	if rep.ErrorCount > 0 {
-		fmt.Fprintf(&b, "\n%d errors", rep.ErrorCount)
+		fmt.Fprintf(&b, "\n%s errors", formatCount(rep.ErrorCount))
 		if rep.ErrorsTruncated {
 			fmt.Fprintf(&b, ", the first %d listed", len(rep.Errors))
 		}

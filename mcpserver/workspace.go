@@ -140,6 +140,11 @@ func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return toolError(toolReadFile, wsError(a.Path, err))
 	}
+	// The content travels twice (text and structured content) and JSON
+	// escaping can make text six times longer ("\u0001"): a chunk of
+	// text is shortened until it fits the answer, and the caller reads on
+	// from where it ends. Base64 is never more than 4/3.
+	data = fitChunk(data, int(s.limits.AnswerBytes-64<<10)/2)
 	c := fileChunk{Path: a.Path, Size: size, Offset: a.Offset, Length: len(data), EOF: a.Offset+int64(len(data)) >= size}
 	if utf8.Valid(data) {
 		c.Encoding, c.Content = "utf-8", string(data)
@@ -158,6 +163,28 @@ func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	return structured(text, c), nil
 }
 
+// fitChunk returns the longest prefix of data whose JSON encoding (as
+// text when it is UTF-8) takes at most budget bytes, cut on a rune
+// boundary. Binary data is returned as is: base64 always fits.
+func fitChunk(data []byte, budget int) []byte {
+	if !utf8.Valid(data) || encodedSize(string(data)) <= budget {
+		return data
+	}
+	lo, hi := 0, len(data)
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if encodedSize(string(data[:mid])) <= budget {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	for lo > 0 && !utf8.Valid(data[:lo]) {
+		lo--
+	}
+	return data[:lo]
+}
+
 // listFilesArgs are list_workspace_files' arguments; an empty Path lists
 // the whole workspace.
 type listFilesArgs struct {
@@ -174,11 +201,14 @@ type fileEntry struct {
 
 // fileList is list_workspace_files' structured content.
 type fileList struct {
-	Path      string      `json:"path"`
-	Entries   []fileEntry `json:"entries"`
-	Truncated bool        `json:"truncated"`
-	// Reason says why a truncated listing stopped.
-	Reason string `json:"reason,omitempty"`
+	Path    string      `json:"path"`
+	Entries []fileEntry `json:"entries"`
+	// Total counts the entries found; Entries lists the first ones.
+	Total int `json:"total"`
+	// Truncated: the walk stopped (at the listing cap, or at a shape
+	// limit of the workspace), so Total is a lower bound; Reason says why.
+	Truncated bool   `json:"truncated"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // listFiles serves list_workspace_files.
@@ -208,15 +238,22 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	case err != nil:
 		return toolError(toolListFiles, wsError(rel, err))
 	}
-	out := fileList{Path: rel, Entries: make([]fileEntry, 0, len(entries)), Truncated: reason != "", Reason: reason}
+	// Paths can be long and listings long: the first entries are listed
+	// and the rest counted (see bound.go).
+	n := shownCount(entries, int(s.limits.AnswerBytes/8), func(e wsfs.ListEntry) int { return min(len(e.Path), maxNameBytes) + 64 })
+	out := fileList{Path: rel, Entries: make([]fileEntry, 0, n), Total: len(entries), Truncated: reason != "", Reason: reason}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d entries under %s", len(entries), rel)
+	fmt.Fprintf(&b, "%s entries under %s", formatCount(int64(len(entries))), rel)
 	if reason != "" {
 		b.WriteString(" (" + reason + ")")
 	}
-	for _, e := range entries {
-		out.Entries = append(out.Entries, fileEntry{Path: e.Path, Type: e.Type, Size: e.Size, ModTime: e.ModTime.UTC()})
-		fmt.Fprintf(&b, "\n%-4s %10s  %s  %s", e.Type, policy.FormatBytes(e.Size), e.ModTime.UTC().Format(time.RFC3339), e.Path)
+	for _, e := range entries[:n] {
+		p := clip(e.Path, maxNameBytes)
+		out.Entries = append(out.Entries, fileEntry{Path: p, Type: e.Type, Size: e.Size, ModTime: e.ModTime.UTC()})
+		fmt.Fprintf(&b, "\n%-4s %10s  %s  %s", e.Type, policy.FormatBytes(e.Size), e.ModTime.UTC().Format(time.RFC3339), p)
+	}
+	if n < len(entries) {
+		fmt.Fprintf(&b, "\n…%s (list a subdirectory to see them)", moreText(len(entries)-n))
 	}
 	return structured(b.String(), out), nil
 }
@@ -237,10 +274,13 @@ type snapMeta struct {
 // toSnapMeta converts the store's Meta; times are RFC 3339 in UTC, the
 // ISO-8601 timestamp of SPEC §6.
 func toSnapMeta(m snapshot.Meta) snapMeta {
-	return snapMeta{
-		ID: m.ID, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339Nano), Description: m.Description,
-		Files: m.Files, Bytes: m.Bytes, Skipped: m.Skipped, SkippedTotal: m.SkippedTotal,
+	sm := snapMeta{
+		ID: m.ID, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339Nano), Description: clip(m.Description, maxMessageBytes),
+		Files: m.Files, Bytes: m.Bytes, SkippedTotal: m.SkippedTotal,
 	}
+	sm.Skipped, _ = summarizePaths(m.Skipped, 1<<16)
+	sm.SkippedTotal = max(sm.SkippedTotal, len(m.Skipped))
+	return sm
 }
 
 // String is the one-line form used in the tools' text.
@@ -250,7 +290,7 @@ func (m snapMeta) String() string {
 		s += fmt.Sprintf("  %q", m.Description)
 	}
 	if m.SkippedTotal > 0 {
-		s += fmt.Sprintf("  (%d entries skipped: %s)", m.SkippedTotal, strings.Join(m.Skipped, ", "))
+		s += fmt.Sprintf("  (%d entries skipped: %s%s)", m.SkippedTotal, strings.Join(m.Skipped, ", "), moreText(m.SkippedTotal-len(m.Skipped)))
 	}
 	return s
 }
@@ -327,6 +367,7 @@ func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 // snapshotList is list_state_snapshots' structured content, newest first.
 type snapshotList struct {
 	Snapshots []snapMeta `json:"snapshots"`
+	Total     int        `json:"total"`
 }
 
 // listSnapshots serves list_state_snapshots. Listing reads only the store,
@@ -344,13 +385,17 @@ func (s *Server) listSnapshots(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
 	}
-	out := snapshotList{Snapshots: make([]snapMeta, 0, len(metas))}
+	n := shownCount(metas, int(s.limits.AnswerBytes/8), func(m snapshot.Meta) int { return 160 + min(len(m.Description), maxMessageBytes) })
+	out := snapshotList{Snapshots: make([]snapMeta, 0, n), Total: len(metas)}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d snapshot(s), newest first", len(metas))
-	for _, m := range metas {
+	for _, m := range metas[:n] {
 		sm := toSnapMeta(m)
 		out.Snapshots = append(out.Snapshots, sm)
 		b.WriteString("\n" + sm.String())
+	}
+	if n < len(metas) {
+		b.WriteString("\n…" + moreText(len(metas)-n))
 	}
 	return structured(b.String(), out), nil
 }
@@ -365,10 +410,12 @@ type snapshotIDArgs struct {
 // restoreReport is restore_state_snapshot's structured content; unchanged
 // files are counted, not listed, since that list is usually the long one.
 type restoreReport struct {
-	Snapshot  snapMeta `json:"snapshot"`
-	Written   []string `json:"written"`
-	Deleted   []string `json:"deleted"`
-	Unchanged int      `json:"unchanged"`
+	Snapshot     snapMeta `json:"snapshot"`
+	Written      []string `json:"written"`
+	WrittenTotal int      `json:"written_total"`
+	Deleted      []string `json:"deleted"`
+	DeletedTotal int      `json:"deleted_total"`
+	Unchanged    int      `json:"unchanged"`
 	// Note says why Deleted is incomplete: the workspace replaced was
 	// beyond its limits.
 	Note string `json:"note,omitempty"`
@@ -394,13 +441,13 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	if err != nil {
 		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
 	}
-	out := restoreReport{
-		Snapshot: toSnapMeta(r.Meta), Written: nonNil(r.Written), Deleted: nonNil(r.Deleted),
-		Unchanged: len(r.Unchanged), Note: r.Note,
-	}
+	budget := int(s.limits.AnswerBytes / 8)
+	out := restoreReport{Snapshot: toSnapMeta(r.Meta), Unchanged: len(r.Unchanged), Note: r.Note}
+	out.Written, out.WrittenTotal = summarizePaths(r.Written, budget)
+	out.Deleted, out.DeletedTotal = summarizePaths(r.Deleted, budget)
 	text := fmt.Sprintf("restored snapshot %s: %d file(s) written, %d deleted, %d unchanged",
-		out.Snapshot.ID, len(out.Written), len(out.Deleted), out.Unchanged)
-	text += listLine("written", out.Written) + listLine("deleted", out.Deleted)
+		out.Snapshot.ID, out.WrittenTotal, out.DeletedTotal, out.Unchanged)
+	text += listLine("written", out.Written, out.WrittenTotal) + listLine("deleted", out.Deleted, out.DeletedTotal)
 	if out.Note != "" {
 		text += "\nnote: " + out.Note
 	}
@@ -426,11 +473,14 @@ func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 
 // diffReport is diff_state_snapshot's structured content.
 type diffReport struct {
-	ID        string   `json:"snapshot_id"`
-	Added     []string `json:"added"`
-	Removed   []string `json:"removed"`
-	Modified  []string `json:"modified"`
-	Unchanged int      `json:"unchanged"`
+	ID            string   `json:"snapshot_id"`
+	Added         []string `json:"added"`
+	AddedTotal    int      `json:"added_total"`
+	Removed       []string `json:"removed"`
+	RemovedTotal  int      `json:"removed_total"`
+	Modified      []string `json:"modified"`
+	ModifiedTotal int      `json:"modified_total"`
+	Unchanged     int      `json:"unchanged"`
 }
 
 // diffSnapshot serves diff_state_snapshot.
@@ -450,26 +500,34 @@ func (s *Server) diffSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if err != nil {
 		return snapError(toolDiffSnapshot, a.SnapshotID, err)
 	}
-	out := diffReport{ID: a.SnapshotID, Added: nonNil(d.Added), Removed: nonNil(d.Removed), Modified: nonNil(d.Modified), Unchanged: d.Unchanged}
+	budget := int(s.limits.AnswerBytes / 8)
+	out := diffReport{ID: a.SnapshotID, Unchanged: d.Unchanged}
+	out.Added, out.AddedTotal = summarizePaths(d.Added, budget)
+	out.Removed, out.RemovedTotal = summarizePaths(d.Removed, budget)
+	out.Modified, out.ModifiedTotal = summarizePaths(d.Modified, budget)
 	text := fmt.Sprintf("workspace vs snapshot %s: %d added, %d removed, %d modified, %d unchanged",
-		a.SnapshotID, len(out.Added), len(out.Removed), len(out.Modified), out.Unchanged)
-	text += listLine("added", out.Added) + listLine("removed", out.Removed) + listLine("modified", out.Modified)
+		a.SnapshotID, out.AddedTotal, out.RemovedTotal, out.ModifiedTotal, out.Unchanged)
+	text += listLine("added", out.Added, out.AddedTotal) + listLine("removed", out.Removed, out.RemovedTotal) +
+		listLine("modified", out.Modified, out.ModifiedTotal)
 	return structured(text, out), nil
 }
 
-// nonNil keeps empty lists as [] in JSON, which clients iterate without a
-// null check.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// summarizePaths returns the first paths of a listing, clipped, within
+// budget bytes, and how many there are. The list is [], never null, in
+// JSON: clients iterate it without a null check.
+func summarizePaths(paths []string, budget int) ([]string, int) {
+	n := shownCount(paths, budget, func(p string) int { return min(len(p), maxNameBytes) + 4 })
+	out := make([]string, 0, n)
+	for _, p := range paths[:n] {
+		out = append(out, clip(p, maxNameBytes))
 	}
-	return s
+	return out, len(paths)
 }
 
 // listLine renders one labelled list of paths for a tool's text.
-func listLine(label string, paths []string) string {
-	if len(paths) == 0 {
+func listLine(label string, shown []string, total int) string {
+	if len(shown) == 0 {
 		return ""
 	}
-	return "\n" + label + ": " + strings.Join(paths, ", ")
+	return "\n" + label + ": " + strings.Join(shown, ", ") + moreText(total-len(shown))
 }

@@ -48,6 +48,8 @@ type Config struct {
 	// SchemaDir is a directory of extra JSON Schemas (*.json) for
 	// validate_json, named after their file names.
 	SchemaDir string `json:"schema_dir,omitempty"`
+	// Server bounds the host-side work of one MCP request.
+	Server ServerLimits `json:"server"`
 }
 
 // WorkspaceShape is the most a workspace may hold; see package
@@ -83,6 +85,7 @@ func Default() Config {
 		StateDir:      "/run/pyjail",
 		MaxConcurrent: 4,
 		MaxQueued:     64,
+		Server:        DefaultServerLimits(),
 	}
 }
 

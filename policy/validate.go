@@ -24,6 +24,7 @@ func Checks() []Check {
 		{"id map", checkIDMap},
 		{"paths", checkPaths},
 		{"concurrency", checkConcurrency},
+		{"server limits", checkServerLimits},
 		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -70,6 +71,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "token":
 		return cmdToken(rest, stdout, stderr)
+	case validatepool.WorkerArg:
+		// Hidden: the server re-executes itself as a JSON Schema
+		// validation worker (see mcpserver/validatepool).
+		return validatepool.Main(stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "pyjail %s\n", version)
 		return 0

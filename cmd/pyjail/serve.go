@@ -9,6 +9,8 @@ import (
 
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/mcpserver"
+	"github.com/pyjail/pyjail/mcpserver/validate"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 )
 
@@ -73,9 +75,26 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		Name: "rootfs", Required: true, Active: true,
 		Detail: fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root),
 	}, jail.ProbeWorkspace(*workspace, cfg))
+	// The JSON Schema validation workers start now, so that the first
+	// validate_json finds them warm, and stop with the server.
+	schemas, err := validate.NewRegistry(cfg.SchemaDir, validate.DefaultLimits())
+	if err != nil {
+		fmt.Fprintf(stderr, "pyjail serve: loading schemas: %v\n", err)
+		return exitInternal
+	}
+	poolCfg := mcpserver.PoolConfig(schemas, cfg.Server, log)
+	poolCfg.Prestart = true
+	validators, err := validatepool.New(poolCfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
+		return exitInternal
+	}
+	defer func() { _ = validators.Close() }()
 	srv, err := mcpserver.New(mcpserver.Config{
 		Policy:      cfg,
 		Runner:      runner,
+		Validators:  schemas,
+		Validator:   validators,
 		Workspace:   *workspace,
 		SnapshotDir: *snapshots,
 		Version:     version,

@@ -23,6 +23,15 @@
 // "$id"), and the draft meta-schemas built into the library; every other
 // URL fails to compile with [ErrRefNotAllowed].
 //
+// Validation has no budget of its own: the library's Validate takes no
+// context and has no step hook, so callers run it where the kernel bounds
+// it (mcpserver/validatepool). [Registry.ValidateInline] refuses an inline
+// schema with [ErrTooComplex] when it applies more than Limits.MaxFanOut
+// subschemas at a single point of the data, counted through the in-place
+// applicators, which catches the usual exponential shapes before any work.
+// [NewRegistryFromFiles] rebuilds a registry from [Registry.Files], for a
+// worker process that must hold the same schemas without reading them.
+//
 // Instances come from [DecodeInstance] (JSON text) or [NormalizeInstance]
 // (values already decoded from MCP arguments). Both enforce [Limits] on size
 // and nesting depth, keep numbers exact and produce only the types the

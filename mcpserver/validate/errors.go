@@ -24,6 +24,9 @@ var (
 	// ErrUnsupportedValue: a decoded value cannot be represented in JSON
 	// (NaN, Inf, channels, functions, …).
 	ErrUnsupportedValue = errors.New("value not representable in JSON")
+	// ErrTooComplex: an inline schema fans out to more subschemas at one
+	// instance location than Limits.MaxFanOut allows.
+	ErrTooComplex = errors.New("schema too complex")
 	// ErrInvalidOption: a CSVOptions field is out of range.
 	ErrInvalidOption = errors.New("invalid option")
 )

@@ -38,16 +38,20 @@ type Limits struct {
 	// MaxErrors caps JSONResult.Errors; JSONResult.ErrorCount still counts
 	// every error.
 	MaxErrors int
+	// MaxFanOut caps how many subschemas an inline schema may apply at one
+	// instance location (see ValidateInline).
+	MaxFanOut int
 }
 
-// DefaultLimits returns 8 MiB instances, depth 128, 1 MiB schemas and 100
-// reported errors.
+// DefaultLimits returns 8 MiB instances, depth 128, 1 MiB schemas, 100
+// reported errors and a fan-out of 100,000 subschemas.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxInstanceBytes: DefaultMaxInstanceBytes,
 		MaxDepth:         DefaultMaxDepth,
 		MaxSchemaBytes:   DefaultMaxSchemaBytes,
 		MaxErrors:        DefaultMaxJSONErrors,
+		MaxFanOut:        DefaultMaxFanOut,
 	}
 }
 
@@ -66,6 +70,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxErrors <= 0 {
 		l.MaxErrors = d.MaxErrors
+	}
+	if l.MaxFanOut <= 0 {
+		l.MaxFanOut = d.MaxFanOut
 	}
 	return l
 }
@@ -399,6 +406,24 @@ func escapePointer(tok string) string {
 		}
 	}
 	return string(b)
+}
+
+// formatCount renders a count with thousands separators: 100,000.
+func formatCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
 
 // formatBytes renders a limit the way operators configure it.

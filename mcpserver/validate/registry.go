@@ -47,6 +47,10 @@ type Registry struct {
 	loader memLoader
 	json   map[string]*jsonEntry
 	csv    map[string]*CSVSchema
+	// files holds the operator's schema files by base name, as read, so
+	// that a validation worker process can rebuild the same registry
+	// without reading the directory again (see Files).
+	files map[string][]byte
 }
 
 type jsonEntry struct {
@@ -64,12 +68,38 @@ type jsonEntry struct {
 // that cannot be read, a schema that does not compile and a name that is
 // taken (including a built-in's) are errors naming the file.
 func NewRegistry(dir string, lim Limits) (*Registry, error) {
+	files := map[string][]byte{}
+	labels := map[string]string{}
+	if dir != "" {
+		if err := readDir(dir, lim.withDefaults().MaxSchemaBytes, files, labels); err != nil {
+			return nil, err
+		}
+	}
+	return newRegistry(files, labels, lim)
+}
+
+// NewRegistryFromFiles builds the registry NewRegistry would build from a
+// directory holding exactly files (base name → content), as returned by
+// [Registry.Files]. Validation workers use it to hold the same schemas as
+// the server without touching the file system.
+func NewRegistryFromFiles(files map[string][]byte, lim Limits) (*Registry, error) {
+	labels := map[string]string{}
+	for name := range files {
+		labels[name] = fmt.Sprintf("%q", name)
+	}
+	return newRegistry(files, labels, lim)
+}
+
+// newRegistry registers the built-ins and files (labelled for errors by
+// labels) and compiles every JSON Schema.
+func newRegistry(files map[string][]byte, labels map[string]string, lim Limits) (*Registry, error) {
 	lim = lim.withDefaults()
 	r := &Registry{
 		lim:    lim,
 		loader: memLoader{docs: map[string][]byte{}, lim: lim},
 		json:   map[string]*jsonEntry{},
 		csv:    map[string]*CSVSchema{},
+		files:  map[string][]byte{},
 	}
 	builtins, err := fs.ReadDir(builtinFS, "schemas")
 	if err != nil {
@@ -84,10 +114,18 @@ func NewRegistry(dir string, lim Limits) (*Registry, error) {
 			return nil, err
 		}
 	}
-	if dir != "" {
-		if err := r.addDir(dir); err != nil {
+	// Sorted, so that a name clash always blames the same file.
+	for _, name := range sortedKeys(files) {
+		if !strings.HasSuffix(name, jsonSuffix) || strings.HasPrefix(name, ".") || strings.ContainsRune(name, '/') {
+			return nil, fmt.Errorf("registering schema %s: not a schema file name: %w", labels[name], ErrInvalidSchema)
+		}
+		if int64(len(files[name])) > lim.MaxSchemaBytes {
+			return nil, fmt.Errorf("registering schema %s: larger than the limit of %s: %w", labels[name], formatBytes(lim.MaxSchemaBytes), ErrTooLarge)
+		}
+		if err := r.add(labels[name], name, files[name]); err != nil {
 			return nil, err
 		}
+		r.files[name] = slices.Clone(files[name])
 	}
 	// Compile only once every document is known, so that schemas may refer
 	// to each other regardless of file order.
@@ -102,7 +140,22 @@ func NewRegistry(dir string, lim Limits) (*Registry, error) {
 	return r, nil
 }
 
-func (r *Registry) addDir(dir string) error {
+// Files returns a copy of the operator's schema files (not the built-ins)
+// by base name, for NewRegistryFromFiles.
+func (r *Registry) Files() map[string][]byte {
+	out := make(map[string][]byte, len(r.files))
+	for name, data := range r.files {
+		out[name] = slices.Clone(data)
+	}
+	return out
+}
+
+// Limits returns the limits the registry enforces, defaults filled in.
+func (r *Registry) Limits() Limits { return r.lim }
+
+// readDir reads the schema files directly in dir into files, and labels
+// each with its path for errors.
+func readDir(dir string, maxBytes int64, files map[string][]byte, labels map[string]string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("reading schema directory %q: %w", dir, err)
@@ -112,13 +165,11 @@ func (r *Registry) addDir(dir string) error {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		data, err := readLimited(path, r.lim.MaxSchemaBytes)
+		data, err := readLimited(path, maxBytes)
 		if err != nil {
 			return err
 		}
-		if err := r.add(fmt.Sprintf("%q", path), e.Name(), data); err != nil {
-			return err
-		}
+		files[e.Name()], labels[e.Name()] = data, fmt.Sprintf("%q", path)
 	}
 	return nil
 }
@@ -307,6 +358,13 @@ func (r *Registry) ValidateInline(schema json.RawMessage, instance any) (*JSONRe
 	sch, err := c.Compile(inlineURL)
 	if err != nil {
 		return nil, fmt.Errorf("compiling inline schema: %w: %w", ErrInvalidSchema, explainCompileError(err))
+	}
+	// Registered schemas are the operator's and trusted; an inline one
+	// is refused early when its shape alone makes validation exponential.
+	if n := fanOut(sch, r.lim.MaxFanOut); n > r.lim.MaxFanOut {
+		return nil, fmt.Errorf("checking inline schema: it applies more than %s subschemas at a single point of the data "+
+			"(through $ref, allOf, anyOf, oneOf, not, if/then/else and dependentSchemas); the limit is %s: %w",
+			formatCount(int64(r.lim.MaxFanOut)), formatCount(int64(r.lim.MaxFanOut)), ErrTooComplex)
 	}
 	return r.validate("", sch, instance)
 }

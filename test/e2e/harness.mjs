@@ -245,6 +245,20 @@ export async function startServer({ env = makeEnv(), noWarm = false, extraArgs =
   // The child process: the SDK exposes only its pid, but the exit code is
   // what "clean exit" means, so hold on to the process object (SDK 1.32.2).
   const proc = transport._process;
+  // Raw JSON for arguments JavaScript cannot serialise (JSON.stringify
+  // overflows its stack at a few thousand levels of nesting): h.raw(text)
+  // returns a placeholder string, and sending swaps the text in. The rest
+  // of the message, its id and the reading of the answer stay the SDK's.
+  const raws = [];
+  const sendOrig = transport.send.bind(transport);
+  transport.send = (message) => {
+    if (raws.length === 0) return sendOrig(message);
+    let json = JSON.stringify(message).replace(/"@@raw(\d+)@@"/g, (_, i) => raws[Number(i)]) + '\n';
+    return new Promise((resolve) => {
+      if (proc.stdin.write(json)) resolve();
+      else proc.stdin.once('drain', resolve);
+    });
+  };
   const exited = new Promise((resolve) => {
     if (!proc) return resolve({ code: null, signal: null });
     if (proc.exitCode !== null || proc.signalCode !== null) {
@@ -266,6 +280,11 @@ export async function startServer({ env = makeEnv(), noWarm = false, extraArgs =
     tools,
     exited,
     stderr: () => stderr,
+    /** A placeholder for raw JSON text in call arguments (see above). */
+    raw(text) {
+      raws.push(text);
+      return `@@raw${raws.length - 1}@@`;
+    },
     /** tools/call; returns the CallToolResult (isError results included). */
     call: (name, args = {}, options = {}) => client.callTool({ name, arguments: args }, undefined, options),
     /** Reads a resource and parses its single JSON text content. */
