@@ -116,7 +116,20 @@ type Result struct {
 	Images []Image `json:"images,omitempty"`
 	// Warm reports whether a pre-started jail served the request.
 	Warm bool `json:"warm"`
+	// Start says how the jail that ran the code was made: StartWarm,
+	// StartForked or StartCold; "" when no jail ran it (a refusal).
+	Start string `json:"start,omitempty"`
 }
+
+// How a run's jail was made (Result.Start).
+const (
+	// StartWarm: taken ready for code from a warm pool.
+	StartWarm = "warm"
+	// StartForked: forked from a fork server for this run.
+	StartForked = "forked"
+	// StartCold: a container started for this run.
+	StartCold = "cold"
+)
 
 // Truncated flags the streams that were cut.
 type Truncated struct {
