@@ -92,6 +92,12 @@ func sharedEnv(t testing.TB) *testEnv {
 		cfg := policy.Default()
 		cfg.StateDir = "/run/pyjail-test"
 		cfg.CgroupParent = "/pyjail-test"
+		if p := os.Getenv("PYJAIL_TEST_CGROUP_PARENT"); p != "" {
+			// The VM test (test/vm) runs the tests the way a systemd
+			// unit with Delegate=yes runs pyjail: jails in the unit's
+			// delegated subtree, not at the top of the hierarchy.
+			cfg.CgroupParent = p
+		}
 		cfg.MaxConcurrent = 8
 		// A uid range of their own, so the checks for leftover sandbox
 		// processes never see the jails of a server running beside them.
