@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,16 @@ func (e *testEnv) forkServerIDs() map[string]bool {
 		}
 	}
 	return ids
+}
+
+// slow scales a latency bound for a slow machine: PYJAIL_TEST_TIME_SCALE
+// (a factor, 1 by default) is set by the VM test (test/vm), where every
+// instruction is emulated and a killed fork bomb takes seconds to reap.
+func slow(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("PYJAIL_TEST_TIME_SCALE"), 64); err == nil && f > 1 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
 }
 
 func withTimeout(d time.Duration) func(*record.Request) {
