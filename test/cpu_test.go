@@ -118,7 +118,7 @@ type limitFile struct{ glob, value string }
 func cgroupLimitFiles(e *testEnv, memory, pids, quota int64) map[string]limitFile {
 	parent := e.cfg.CgroupParent
 	swap := e.jail.Host().SwapAccounting
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+	if cgroupV2Host() {
 		dir := filepath.Join("/sys/fs/cgroup", parent, "pj-*")
 		m := map[string]limitFile{
 			"cpu.max":    {filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d 100000", quota)},
@@ -143,4 +143,10 @@ func cgroupLimitFiles(e *testEnv, memory, pids, quota int64) map[string]limitFil
 		m["memory.memsw.limit_in_bytes"] = limitFile{in("memory", "memory.memsw.limit_in_bytes"), fmt.Sprint(memory)}
 	}
 	return m
+}
+
+// cgroupV2Host reports whether /sys/fs/cgroup is the unified hierarchy.
+func cgroupV2Host() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
 }
