@@ -286,8 +286,11 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 		if res.Verdict != record.VerdictOK {
 			t.Fatalf("%s:\n%s", c.name, describe(res))
 		}
-		if res.CPUMS < c.minCPU || res.CPUMS > c.maxCPU {
-			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, c.maxCPU)
+		// Emulation (the VM test) stretches every CPU figure alike: the
+		// warm-up's own CPU time grows more than the bound does.
+		maxCPU := slow(time.Duration(c.maxCPU) * time.Millisecond).Milliseconds()
+		if res.CPUMS < c.minCPU || res.CPUMS > maxCPU {
+			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, maxCPU)
 		}
 		if res.PeakMemoryBytes < c.minPeak || res.PeakMemoryBytes > c.maxPeak+warmupPeak {
 			t.Errorf("%s: peak %s, want %s..%s", c.name, policy.FormatBytes(res.PeakMemoryBytes),
