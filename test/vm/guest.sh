@@ -34,7 +34,7 @@ if [ "${1:-}" = --in-unit ]; then
   echo $$ >"/sys/fs/cgroup$cg/supervisor/cgroup.procs"
   export PYJAIL_TEST_CGROUP_PARENT=$cg/jails
   echo "pass $pass: uid $(id -u), cgroup $cg, delegated: $(cat "/sys/fs/cgroup$cg/cgroup.controllers")"
-  cd "$work"
+  cd "$work" || exit 1
   exec "$work/integration.test" "$@"
 fi
 
