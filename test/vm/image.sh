@@ -5,6 +5,8 @@
 #   test/vm/image.sh              # the guest system disk
 #   test/vm/image.sh --key        # its cache key only
 #   test/vm/image.sh rootfs DIR   # a disk holding the Python rootfs DIR
+#   test/vm/image.sh box          # the same Debian system as a Vagrant
+#                                 # box's disk (test/vm/vagrant-box.sh)
 #
 # The guest disk is a plain ext4 filesystem (no partition table) holding
 # a Debian 12 system made by mmdebstrap from the host's apt sources:
@@ -75,6 +77,14 @@ if [ "${1:-}" = rootfs ]; then
   exit 0
 fi
 
+# The flavour: the test guest, or a Vagrant box's disk (sshd, a vagrant
+# user with Vagrant's well-known key, DHCP on the NIC, no test unit).
+flavor=guest
+if [ "${1:-}" = box ]; then
+  flavor=box
+  shift
+fi
+
 # The kernel: the host's Debian kernel package, the one the metapackage
 # points at unless told otherwise. Its initrd was made on the host by
 # initramfs-tools with MODULES=most, which includes virtio_blk and ext4.
@@ -104,8 +114,11 @@ done
 # (dbus), kmod for the 9p modules, libseccomp2 for the cgo binaries,
 # procps and util-linux for the test script.
 PACKAGES=(systemd systemd-sysv udev dbus kmod libseccomp2 procps util-linux)
+# A box is logged into over ssh, provisioned with apt and synced with rsync.
+[ "$flavor" = box ] && PACKAGES+=(openssh-server sudo rsync systemd-resolved ca-certificates apt)
 
 recipe() {
+  echo "flavor $flavor"
   echo "script $(sha256sum "$SELF" | cut -d' ' -f1)"
   echo "kernel $kpkg"
   echo "mmdebstrap $(dpkg-query -W -f='${Version}' mmdebstrap)"
@@ -119,7 +132,7 @@ if [ "${1:-}" = --key ]; then
   echo "$key"
   exit 0
 fi
-image=$CACHE/guest-$key.img
+image=$CACHE/$flavor-$key.img
 if [ -f "$image" ]; then
   log "cached: $image"
   echo "$image"
@@ -151,33 +164,76 @@ mmdebstrap --mode=root --variant=essential --quiet \
 # (9p, overlay, netfilter) and the virtio drivers.
 mdir=lib/modules/$kver
 mkdir -p "$root/$mdir/kernel/drivers/net"
-cp -a /$mdir/modules.order /$mdir/modules.builtin /$mdir/modules.builtin.modinfo "$root/$mdir/"
+cp -a "/$mdir/modules.order" "/$mdir/modules.builtin" "/$mdir/modules.builtin.modinfo" "$root/$mdir/"
 for d in fs net lib crypto arch mm block virt drivers/virtio drivers/block drivers/char; do
   if [ -d "/$mdir/kernel/$d" ]; then
     mkdir -p "$root/$mdir/kernel/$(dirname "$d")"
     cp -a "/$mdir/kernel/$d" "$root/$mdir/kernel/$d"
   fi
 done
-cp -a /$mdir/kernel/drivers/net/virtio_net.ko* /$mdir/kernel/drivers/net/net_failover.ko* "$root/$mdir/kernel/drivers/net/"
+cp -a "/$mdir"/kernel/drivers/net/virtio_net.ko* "/$mdir"/kernel/drivers/net/net_failover.ko* "$root/$mdir/kernel/drivers/net/"
 depmod -b "$root" "$kver"
 
-# What test/vm/run.sh attaches at every boot: the rootfs disk, and two 9p
-# shares, the test inputs (read-only; cache=loose keeps them in the guest,
-# nothing changes them while the VM runs) and the results (read-write).
-p9=trans=virtio,version=9p2000.L,msize=512000
-cat >"$root/etc/fstab" <<EOF
+if [ "$flavor" = box ]; then
+  echo pyjail >"$root/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 pyjail\n' >"$root/etc/hosts"
+  echo "/dev/vda / ext4 rw,noatime 0 1" >"$root/etc/fstab"
+  # Vagrant's conventions: user vagrant, password-less sudo, and its
+  # well-known public key (Vagrant replaces it on the first `vagrant up`).
+  chroot "$root" useradd --create-home --shell /bin/bash --uid 1000 vagrant
+  echo 'vagrant ALL=(ALL) NOPASSWD: ALL' >"$root/etc/sudoers.d/vagrant"
+  chmod 0440 "$root/etc/sudoers.d/vagrant"
+  pub=$(find /usr/share/rubygems-integration /usr/lib/ruby /opt/vagrant -path '*/keys/vagrant.pub' 2>/dev/null | head -1) || true
+  [ -n "$pub" ] || die "Vagrant's public key not found: apt-get install vagrant"
+  install -d -m 0700 -o 1000 -g 1000 "$root/home/vagrant/.ssh"
+  install -m 0600 -o 1000 -g 1000 "$pub" "$root/home/vagrant/.ssh/authorized_keys"
+  echo 'UseDNS no' >"$root/etc/ssh/sshd_config.d/vagrant.conf"
+  # DHCP on whatever the NIC is called; resolved takes the DNS server.
+  cat >"$root/etc/systemd/network/80-dhcp.network" <<'EOF'
+[Match]
+Name=en* eth*
+
+[Network]
+DHCP=yes
+EOF
+  mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+  ln -sf /lib/systemd/system/systemd-networkd.service "$root/etc/systemd/system/multi-user.target.wants/"
+  ln -sf /lib/systemd/system/systemd-resolved.service "$root/etc/systemd/system/multi-user.target.wants/"
+  ln -sf /run/systemd/resolve/resolv.conf "$root/etc/resolv.conf"
+  # Every box would share these host keys; a box made here stays here.
+  rm -f "$root"/etc/ssh/ssh_host_*
+  cat >"$root/etc/systemd/system/ssh-keygen-once.service" <<'EOF'
+[Unit]
+Description=Generate the ssh host keys of this machine
+Before=ssh.service
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  ln -sf ../ssh-keygen-once.service "$root/etc/systemd/system/multi-user.target.wants/"
+else
+  # What test/vm/run.sh attaches at every boot: the rootfs disk, and two 9p
+  # shares, the test inputs (read-only; cache=loose keeps them in the guest,
+  # nothing changes them while the VM runs) and the results (read-write).
+  p9=trans=virtio,version=9p2000.L,msize=512000
+  cat >"$root/etc/fstab" <<EOF
 /dev/vda  /                      ext4  rw,noatime                 0 1
 /dev/vdb  /var/lib/pyjail/rootfs ext4  ro,noatime,nofail          0 0
 pjin      /mnt/in                9p    ro,$p9,cache=loose         0 0
 pjout     /mnt/out               9p    rw,$p9                     0 0
 EOF
-mkdir -p "$root/mnt/in" "$root/mnt/out" "$root/var/lib/pyjail/rootfs"
-printf '9pnet_virtio\n9p\n' >"$root/etc/modules-load.d/9p.conf"
-echo pyjail-vm >"$root/etc/hostname"
-printf '127.0.0.1 localhost\n127.0.1.1 pyjail-vm\n' >"$root/etc/hosts"
-# The unit that runs the test script and powers the VM off whatever
-# happens: the host's time bound is the only other way out.
-cat >"$root/etc/systemd/system/pyjail-vmtest.service" <<'EOF'
+  mkdir -p "$root/mnt/in" "$root/mnt/out" "$root/var/lib/pyjail/rootfs"
+  printf '9pnet_virtio\n9p\n' >"$root/etc/modules-load.d/9p.conf"
+  echo pyjail-vm >"$root/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 pyjail-vm\n' >"$root/etc/hosts"
+  # The unit that runs the test script and powers the VM off whatever
+  # happens: the host's time bound is the only other way out.
+  cat >"$root/etc/systemd/system/pyjail-vmtest.service" <<'EOF'
 [Unit]
 Description=pyjail VM test (script from the host's 9p share)
 After=local-fs.target systemd-modules-load.service
@@ -195,35 +251,39 @@ TimeoutStartSec=infinity
 [Install]
 WantedBy=multi-user.target
 EOF
-mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
-ln -sf ../pyjail-vmtest.service "$root/etc/systemd/system/multi-user.target.wants/pyjail-vmtest.service"
-# Nothing else needs to start: no logins, no timers. The console's getty
-# (which systemd adds for console=ttyS0) logs root in without a password
-# for `VM_SHELL=1 test/vm/run.sh`; test runs mask it on the kernel command
-# line, and shell runs mask the test unit instead.
-for u in getty@tty1.service apt-daily.timer apt-daily-upgrade.timer \
-  e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
-  ln -sf /dev/null "$root/etc/systemd/system/$u"
-done
-mkdir -p "$root/etc/systemd/system/serial-getty@ttyS0.service.d"
-cat >"$root/etc/systemd/system/serial-getty@ttyS0.service.d/autologin.conf" <<'EOF'
+  mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+  ln -sf ../pyjail-vmtest.service "$root/etc/systemd/system/multi-user.target.wants/pyjail-vmtest.service"
+  # Nothing else needs to start: no logins, no timers. The console's getty
+  # (which systemd adds for console=ttyS0) logs root in without a password
+  # for `VM_SHELL=1 test/vm/run.sh`; test runs mask it on the kernel command
+  # line, and shell runs mask the test unit instead.
+  for u in getty@tty1.service apt-daily.timer apt-daily-upgrade.timer \
+    e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
+    ln -sf /dev/null "$root/etc/systemd/system/$u"
+  done
+  mkdir -p "$root/etc/systemd/system/serial-getty@ttyS0.service.d"
+  cat >"$root/etc/systemd/system/serial-getty@ttyS0.service.d/autologin.conf" <<'EOF'
 [Service]
 ExecStart=
 ExecStart=-/sbin/agetty --autologin root --noclear --keep-baud 115200,57600,38400,9600 %I $TERM
 EOF
+fi
 # An empty machine-id makes systemd generate one at boot (read-only
 # image: qemu's snapshot=on discards it).
 : >"$root/etc/machine-id"
 rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
 
 # ext4 populated straight from the tree (mke2fs -d): no loop device.
-# 2 GiB sparse; the guest's writes land in qemu's temporary overlay.
-mke2fs -q -t ext4 -L pyjailvm -d "$root" -E root_owner=0:0 "$tmp/image" 2G >/dev/null
+# Sparse: 2 GiB for the test guest, whose writes land in qemu's temporary
+# overlay; 20 GiB for a box, which builds pyjail and its rootfs.
+size=2G
+[ "$flavor" = box ] && size=20G
+mke2fs -q -t ext4 -L pyjailvm -d "$root" -E root_owner=0:0 "$tmp/image" "$size" >/dev/null
 recipe >"$tmp/recipe"
-mv "$tmp/recipe" "$CACHE/guest-$key.recipe"
+mv "$tmp/recipe" "$CACHE/$flavor-$key.recipe"
 mv "$tmp/image" "$image"
 # Older images of other recipes only take space.
-for old in "$CACHE"/guest-*.img; do
+for old in "$CACHE"/"$flavor"-*.img; do
   [ "$old" = "$image" ] || rm -f "$old" "${old%.img}.recipe"
 done
 log "built in $(($(date +%s) - start)) s: $image ($(du -h "$image" | cut -f1) used)"
