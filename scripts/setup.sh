@@ -4,9 +4,9 @@
 # .ci/run and the Vagrantfile all use this one script.
 #
 #   bash scripts/setup.sh        # build, test and serve
-#   bash scripts/setup.sh --vm   # also what `make vm-test` needs: qemu and
+#   bash scripts/setup.sh --vm   # also what `make vm-test` needs (qemu and
 #                                # Debian's kernel, whose image and initrd
-#                                # the cgroup v2 test VM boots
+#                                # the cgroup v2 test VM boots) and vagrant
 set -euo pipefail
 cd "$(dirname "$0")/.."
 vm=0
@@ -30,8 +30,8 @@ PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The VM test (test/vm): qemu, the kernel it boots (installing it on a
 # host that boots another kernel changes nothing there but /boot), and
-# mke2fs for the guest image.
-[ "$vm" = 1 ] && PKGS+=(qemu-system-x86 linux-image-amd64 e2fsprogs)
+# mke2fs for the guest image; vagrant, to validate the Vagrantfile.
+[ "$vm" = 1 ] && PKGS+=(qemu-system-x86 linux-image-amd64 e2fsprogs vagrant)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
