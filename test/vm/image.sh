@@ -126,6 +126,9 @@ recipe() {
   for f in "${sources[@]}"; do
     echo "source $f $(grep -v '^[[:space:]]*#' "$f" | sha256sum | cut -d' ' -f1)"
   done
+  if [ "$flavor" = box ] && compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    echo "local CAs $(cat /usr/local/share/ca-certificates/*.crt | sha256sum | cut -d' ' -f1)"
+  fi
 }
 key=$(recipe | sha256sum | cut -c1-16)
 if [ "${1:-}" = --key ]; then
@@ -188,6 +191,13 @@ if [ "$flavor" = box ]; then
   install -d -m 0700 -o 1000 -g 1000 "$root/home/vagrant/.ssh"
   install -m 0600 -o 1000 -g 1000 "$pub" "$root/home/vagrant/.ssh/authorized_keys"
   echo 'UseDNS no' >"$root/etc/ssh/sshd_config.d/vagrant.conf"
+  # A box made for this host trusts what its administrator added to the
+  # host's trust store (a TLS-intercepting proxy's CA, for one): without
+  # it, the provisioning's download of Go fails on such a host.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    chroot "$root" update-ca-certificates >/dev/null
+  fi
   # DHCP on whatever the NIC is called; resolved takes the DNS server.
   cat >"$root/etc/systemd/network/80-dhcp.network" <<'EOF'
 [Match]
