@@ -131,8 +131,9 @@ console=$OUT/console.log
 # 4. Boot. mitigations=off: the guest only tests namespaces, cgroups and
 # seccomp, and under TCG every page-table switch the mitigations add is
 # emulated. systemd.unified_cgroup_hierarchy=1 is Debian 12's default,
-# stated so that this stays a pure v2 machine.
-cmdline="console=ttyS0 root=/dev/vda rw rootfstype=ext4 systemd.unified_cgroup_hierarchy=1 mitigations=off panic=-1"
+# stated so that this stays a pure v2 machine. quiet: the memory tests'
+# OOM reports would fill the emulated serial line (warnings still show).
+cmdline="console=ttyS0 root=/dev/vda rw rootfstype=ext4 systemd.unified_cgroup_hierarchy=1 mitigations=off panic=-1 quiet"
 qemu=(qemu-system-x86_64 -accel "$ACCEL" -cpu "$cpu" -smp "$CPUS" -m "$MEMORY"
   -nodefaults -display none -no-reboot
   -kernel "/boot/vmlinuz-$kver" -initrd "/boot/initrd.img-$kver"
