@@ -31,6 +31,9 @@ const SANDBOX_ID = 1000;
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** A sleep that does not keep node alive: for the deadline side of a race. */
+export const timeoutAfter = (ms) => new Promise((r) => setTimeout(r, ms).unref());
+
 /**
  * Creates a fresh, isolated environment for one server: temp workspace and
  * snapshot directories, a config file with a private state_dir,
@@ -297,7 +300,7 @@ export async function startServer({ env = makeEnv(), noWarm = false, extraArgs =
     async close() {
       const start = Date.now();
       await client.close();
-      const how = await Promise.race([exited, sleep(10_000).then(() => ({ code: null, signal: 'timeout' }))]);
+      const how = await Promise.race([exited, timeoutAfter(10_000).then(() => ({ code: null, signal: 'timeout' }))]);
       return { ...how, ms: (how.at ?? Date.now()) - start };
     },
     /** close(), then checks no jail is left and removes the env. */

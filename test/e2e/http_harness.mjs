@@ -14,7 +14,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { BIN, cleanupEnv, collectLeftovers, makeEnv, saveStderr, sleep, waitNoJails } from './harness.mjs';
+import { BIN, cleanupEnv, collectLeftovers, makeEnv, saveStderr, sleep, timeoutAfter, waitNoJails } from './harness.mjs';
 
 /** A free loopback TCP port. */
 export async function freePort() {
@@ -38,9 +38,9 @@ export function tokenCmd(...args) {
  * {key: value}, operator}) in a tokens file, and waits until /readyz says
  * ready. Returns a handle with the tokens, URLs, connect() and stop().
  */
-export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {}, extraArgs = [], env = makeEnv(config), dataDir } = {}) {
-  const tokensFile = path.join(env.root, 'tokens.json');
-  const tokens = {};
+export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {}, extraArgs = [], env = makeEnv(config), dataDir, tokensFile, tokens = {} } = {}) {
+  tokensFile ??= path.join(env.root, 'tokens.json');
+  tokens = { ...tokens };
   for (const t of tenants) {
     const spec = typeof t === 'string' ? { name: t } : t;
     const args = ['add', '--tokens', tokensFile];
@@ -119,7 +119,7 @@ export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {},
     async stop({ signal = 'SIGTERM', keepEnv = false } = {}) {
       for (const c of clients) await c.close();
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-      const how = await Promise.race([exited, sleep(30_000).then(() => ({ code: null, signal: 'timeout' }))]);
+      const how = await Promise.race([exited, timeoutAfter(30_000).then(() => ({ code: null, signal: 'timeout' }))]);
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
       saveStderr(stderr);
       const leftJails = await waitNoJails(env.idRange, 5000);

@@ -12,6 +12,7 @@ import { describe, test } from 'node:test';
 import {
   cleanupEnv,
   collectLeftovers,
+  timeoutAfter,
   describePids,
   initializeRequest,
   leftoverCgroups,
@@ -157,7 +158,7 @@ describe('malformed JSON-RPC', () => {
       assert.equal(m2?.error?.code, -32600, show(m2));
     } finally {
       raw.proc.stdin.end();
-      const how = await Promise.race([raw.exited, sleep(5000).then(() => null)]);
+      const how = await Promise.race([raw.exited, timeoutAfter(5000).then(() => null)]);
       if (!how) raw.proc.kill('SIGKILL');
       assert.deepEqual(await waitNoJails(env.idRange), []);
       cleanupEnv(env);
@@ -220,7 +221,7 @@ describe('clean exit', () => {
     const stateEntriesBefore = fs.existsSync(env.stateDir) ? fs.readdirSync(env.stateDir) : [];
     const t0 = Date.now();
     process.kill(srv.pid, 'SIGTERM');
-    const ex = await Promise.race([srv.exited, sleep(10_000).then(() => null)]);
+    const ex = await Promise.race([srv.exited, timeoutAfter(10_000).then(() => null)]);
     const ms = Date.now() - t0;
     await pending;
     await srv.client.close().catch(() => {});
