@@ -129,6 +129,9 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 	if j.seccompBPF, err = compileBPF(sc); err != nil {
 		return nil, fmt.Errorf("compiling seccomp policy for forked jails: %w", err)
 	}
+	if err := prepareStateDir(cfg.Policy.StateDir, log); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(j.containersDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state dir %q: %w", j.containersDir, err)
 	}
@@ -266,4 +269,31 @@ func newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("pj-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// prepareStateDir creates the state directory, or repairs one jails could
+// not use. Each jail reaches the runner and the host rootfs skeleton in it
+// as an unprivileged mapped uid, so the directory must be searchable by
+// others (0711: not listable); a 0700 directory, which MkdirAll of a
+// subdirectory, a umask or an administrator may have made, fails every
+// jail start deep inside runc ("remount-propagation ... permission
+// denied"). The directory belongs to pyjail, so it is fixed, and said.
+func prepareStateDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("creating state dir %q: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("state dir %q is not a directory", dir)
+	}
+	if mode := fi.Mode().Perm(); mode&0o001 == 0 {
+		if err := os.Chmod(dir, mode|0o011); err != nil {
+			return fmt.Errorf("state dir %q has mode %#o; jails need it searchable (o+x): %w", dir, mode, err)
+		}
+		log.Warn("state dir was not searchable by jails; added the search bits", "dir", dir, "was", fmt.Sprintf("%#o", mode), "now", fmt.Sprintf("%#o", mode|0o011))
+	}
+	return nil
 }

@@ -214,3 +214,46 @@ func countFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestStateDirNotSearchable: a state directory that jails cannot traverse
+// (0700, as MkdirAll of a subdirectory or a tight umask leaves it) used to
+// fail every jail start inside runc with "permission denied". The jail
+// repairs it to searchable and runs.
+func TestStateDirNotSearchable(t *testing.T) {
+	requireRoot(t)
+	e := sharedEnv(t)
+	// Not under t.TempDir(), which is 0700 itself.
+	stateDir := "/run/pyjail-test-statedir"
+	_ = os.RemoveAll(stateDir)
+	if err := os.Mkdir(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	cfg := e.cfg
+	cfg.StateDir = stateDir
+	cfg.CgroupParent = "/pyjail-test-statedir"
+	// The host rootfs skeleton lives in the state dir, where the jail's
+	// mapped root must reach it.
+	layout, err := rootfs.PrepareHost(filepath.Join(stateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: layout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o001 == 0 {
+		t.Errorf("state dir mode %#o: not searchable by the jail's uid", fi.Mode().Perm())
+	}
+	res, err := j.Run(t.Context(), record.Request{Profile: record.ProfileCalc, Code: "print(6*7)", Timeout: slow(10 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "42" {
+		t.Errorf("run in a jail of the repaired state dir: %s", describe(res))
+	}
+}
