@@ -478,3 +478,59 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("pyjail_http_sessions after bob's DELETE = %g, want %g", got, want)
 	}
 }
+
+// TestHTTPGetNeedsSession: a GET opens the event stream of a session that
+// initialize made for the caller. mcp-go does not check the session of a
+// GET, so before HTTPService did, a tenant that knew another's session id
+// received that tenant's progress notifications on its own stream, and
+// every bare GET minted a session that stayed in the registry and in
+// pyjail_http_sessions until the idle sweep (both found while writing
+// TestMetricsScrape, issue 13).
+func TestHTTPGetNeedsSession(t *testing.T) {
+	rig := newMetricsRig(t)
+	alice := rig.connect("alice")
+	sid := alice.GetTransport().(*transport.StreamableHTTP).GetSessionId()
+	for name, tc := range map[string]struct {
+		tenant, session string
+		want            int
+	}{
+		"no session":             {"alice", "", http.StatusBadRequest},
+		"own session":            {"alice", sid, http.StatusOK},
+		"another tenant's":       {"bob", sid, http.StatusNotFound},
+		"unknown to this server": {"alice", strings.Repeat("0", 32), http.StatusNotFound},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// Relative to before, so that one case's stray session does not
+			// fail the others.
+			sessions := rig.svc.Sessions()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, rig.mcpURL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+rig.tokens[tc.tenant])
+			req.Header.Set("Accept", "text/event-stream")
+			if tc.session != "" {
+				req.Header.Set("Mcp-Session-Id", tc.session)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			// An accepted stream stays open: its headers are the answer.
+			cancel()
+			_ = resp.Body.Close()
+			if got := resp.StatusCode; got != tc.want {
+				t.Errorf("GET = %d, want %d", got, tc.want)
+			}
+			if got, want := rig.svc.Sessions(), sessions; got != want {
+				t.Errorf("%d sessions after the GET, want %d", got, want)
+			}
+			m, _ := rig.scrape()
+			if got, want := m.series("pyjail_http_sessions")[""], float64(sessions); got != want {
+				t.Errorf("pyjail_http_sessions = %g, want %g", got, want)
+			}
+		})
+	}
+}
