@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
@@ -63,7 +64,7 @@ const defaultSessionIdleTTL = 30 * time.Minute
 //  3. the session check: a session belongs to the tenant that made it,
 //     and any other's id, or one this process does not know (another
 //     replica's, or from before a restart), gets 404, so that the client
-//     starts a new session;
+//     starts a new session; a GET without one gets 400 (see checkStream);
 //  4. for POST, the framing gate (package rpcgate): size, depth and
 //     envelope, answered with the request's id;
 //  5. mcp-go, with the tenant in the context of every handler: the call
@@ -129,12 +130,41 @@ func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(WithTenant(r.Context(), t))
+	if msg, code := h.checkStream(r, t); msg != "" {
+		http.Error(w, msg, code)
+		return
+	}
 	if r.Method == http.MethodPost {
 		if !h.screen(w, r) {
 			return
 		}
 	}
 	h.mcp.ServeHTTP(w, r)
+}
+
+// checkStream refuses a GET (the event stream of a session) whose session
+// is not the caller's, and returns the message and status. mcp-go checks
+// the session of a POST, but serves a GET stream on any id and mints a
+// session for none. Another tenant's id would then receive the
+// notifications of that tenant's calls, such as their progress; and every
+// bare GET would add a session that nothing ends before the idle sweep, to
+// the registry, to the HTTP session gauge and to the memory a tenant can
+// hold. A GET of protocol 2026-07-28 or later has no sessions and is left
+// to mcp-go, which refuses it.
+func (h *HTTPService) checkStream(r *http.Request, t tokens.Tenant) (string, int) {
+	if r.Method != http.MethodGet || mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+		return "", 0
+	}
+	id := r.Header.Get(server.HeaderKeySessionID)
+	if id == "" {
+		return "bad request: a GET opens the event stream of a session; send the Mcp-Session-Id header that initialize returned", http.StatusBadRequest
+	}
+	if _, err := (tenantSessions{r: h.reg, tenant: t.Name}).Validate(id); err != nil {
+		// The answer mcp-go gives a POST with such an id: the client
+		// starts a new session.
+		return "Invalid session ID", http.StatusNotFound
+	}
+	return "", 0
 }
 
 // screen runs a POST body through the framing gate. It answers (and

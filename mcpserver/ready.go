@@ -87,6 +87,18 @@ func (r *Readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
+// OpsHandler serves the operator's side listener (--metrics): /metrics
+// from metrics (the Prometheus exposition), /healthz, which answers 200 as
+// long as the process serves HTTP, and /readyz from r. It is what
+// cmd/pyjail mounts, so that tests scrape the same routes.
+func OpsHandler(metrics http.Handler, r *Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/readyz", r)
+	return mux
+}
+
 // Drain marks the server as going away: /readyz fails at once, and Gate
 // refuses new sessions.
 func (r *Readiness) Drain() { r.draining.Store(true) }

@@ -46,7 +46,17 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		var path string // how the jail was made, once one ran
 		if obs := s.cfg.Observer; obs != nil {
 			obs.RunStarted()
-			defer func() { obs.RunFinished(string(profile), tr.Verdict, path, tr.Tenant, time.Since(start)) }()
+			defer func() {
+				verdict := tr.Verdict
+				if verdict == "" && err != nil {
+					// A host failure (a jail that did not start, a Runner
+					// error) leaves no record, yet it is a run the sandbox
+					// failed, not a refusal: it counts as internal_error, the
+					// verdict an operator alerts on.
+					verdict = string(record.VerdictInternalError)
+				}
+				obs.RunFinished(string(profile), verdict, path, tr.Tenant, time.Since(start))
+			}()
 		}
 		var a runArgs
 		if res := s.args(req, &a); res != nil {
@@ -111,8 +121,10 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		waited += tenantWait
 		rreq.Timeout, rreq.Queued = timeout-waited, waited
 		if rreq.Timeout <= 0 {
-			res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
-				Message: fmt.Sprintf("waited %s for a jail slot, the whole timeout of the call; the code did not run", formatWait(waited))}
+			res := &record.Result{
+				Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
+				Message: fmt.Sprintf("waited %s for a jail slot, the whole timeout of the call; the code did not run", formatWait(waited)),
+			}
 			tr.Verdict, tr.Error = string(res.Verdict), res.Message
 			return runResult(res, clampNote), nil
 		}

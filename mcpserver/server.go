@@ -111,8 +111,10 @@ type Observer interface {
 	// RunStarted: a run tool call began (it may queue first).
 	RunStarted()
 	// RunFinished: it ended, with its verdict ("" when it was refused
-	// before any record: bad arguments, a full queue, a quota), how its
-	// jail was made (record.Result.Start) and the caller's tenant.
+	// before any record: bad arguments, a full queue, a quota, or the
+	// client's cancellation; internal_error when the host failed it), how
+	// its jail was made (record.Result.Start, "" when none ran it) and the
+	// caller's tenant.
 	RunFinished(profile, verdict, path, tenant string, d time.Duration)
 	// QuotaRefused: a call of tenant was refused for quota (its name in
 	// the tokens file: concurrent_runs, runs_per_minute, workspace_files,

@@ -289,11 +289,7 @@ func serveHTTP(ctx context.Context, f serveFlags, srv *mcpserver.Server, met *me
 	}()
 	var side *http.Server
 	if f.metrics != "" {
-		m := http.NewServeMux()
-		m.Handle("/metrics", met.Handler())
-		m.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		m.Handle("/readyz", ready)
-		side = &http.Server{Addr: f.metrics, Handler: m, ReadHeaderTimeout: 10 * time.Second}
+		side = &http.Server{Addr: f.metrics, Handler: mcpserver.OpsHandler(met.Handler(), ready), ReadHeaderTimeout: 10 * time.Second}
 		slis, err := net.Listen("tcp", f.metrics)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyjail serve: listening on %s: %v\n", f.metrics, err)

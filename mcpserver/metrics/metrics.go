@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +54,6 @@ type Metrics struct {
 	quota        *prometheus.CounterVec
 	sessions     prometheus.Gauge
 	unauthorized prometheus.Counter
-	ready        atomic.Bool
 }
 
 // New builds the metrics and registers them.
