@@ -183,6 +183,11 @@ func runRunner(tb testing.TB, ctx context.Context, s sandbox, boot Boot, code st
 	inW.Close()
 	m := readMsg("reply")
 	out.Exec = time.Since(execStart)
+	if boot.Workspace != "" {
+		// A runner with a workspace waits after its reply for the kill
+		// that ends every jail (runner.py main); the jail sends it.
+		_ = cmd.Process.Kill()
+	}
 	_ = cmd.Wait()
 	out.Elapsed = time.Since(start)
 	if ps := cmd.ProcessState; ps != nil {
