@@ -350,6 +350,8 @@ def _restore_ast(taken):
     finalizer of the user's runs) before the caller is done."""
     for cls, snap in _AST_SNAPSHOT:
         d = _TYPE_DICT(cls)
+        if len(d) == len(snap) and all(d.get(k, _MISSING) is v for k, v in snap.items()):
+            continue
         for k in list(d):
             if k not in snap:
                 taken.append(d[k])

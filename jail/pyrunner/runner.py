@@ -1007,11 +1007,12 @@ def _workdir(boot):
 #     object itself was made before the user phase);
 #   - the descriptors it reads (3, 5) and writes (4), and its /dev/null,
 #     are on the fence's list of descriptors no code may open;
-#   - finalizers of a call's garbage run inside that call (gc.collect
-#     before the output is flushed and detached), and the collector stays
-#     off from then until the next call's code starts, so no __del__ of
-#     the user's runs while the runner reads the next call or writes a
-#     reply;
+#   - the collector is off from the end of a call's code until the next
+#     call's code starts, so no __del__ of the user's runs while the runner
+#     reads the next call or writes a reply (a call's young garbage is
+#     collected, and its finalizers run, before its output is detached);
+#     and nothing the runner drops between calls is the user's: the reply
+#     holds exact builtin types only;
 #   - the reply is built from exact builtin types and serialised by
 #     _dumps, which calls no library class.
 # The fence itself makes a call's code immune to what earlier calls did to
@@ -1100,13 +1101,15 @@ class _SessionIO:
             self.gc_on()
 
     def detach_output(self):
-        """Ends a call's output: its garbage collected (finalizers are user
-        code, and run now, still inside the call), the collector off until
-        the next call's code, the output flushed and fds 1 and 2 back on
-        /dev/null, which closes the call's pipes."""
+        """Ends a call's output: its young garbage collected (finalizers
+        are user code, and run now, still inside the call, their output
+        in its pipes), the collector off until the next call's code, the
+        output flushed and fds 1 and 2 back on /dev/null, which closes the
+        call's pipes. Older garbage waits for a collection in a later call:
+        a full collection would walk every object the session holds, at
+        every call."""
         try:
-            self.collect()
-            self.collect()
+            self.collect(1)
         except BaseException:
             pass  # a finalizer that raised; it ran in this call
         self.gc_was = self.gc_enabled()
