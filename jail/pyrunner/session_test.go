@@ -325,4 +325,3 @@ func BenchmarkSessionCall(b *testing.B) {
 		}
 	}
 }
-
