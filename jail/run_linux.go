@@ -85,6 +85,14 @@ func (j *Jail) run(ctx context.Context, req record.Request, sources ...source) (
 		if res != nil {
 			_, cold := src.(coldSource)
 			res.Warm = !cold
+			switch {
+			case cold:
+				res.Start = record.StartCold
+			case inst.timing.Pooled:
+				res.Start = record.StartWarm
+			default:
+				res.Start = record.StartForked
+			}
 		}
 		if !src.finish(inst, res) {
 			j.teardown(inst)

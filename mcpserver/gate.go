@@ -22,13 +22,18 @@ const maxPromptArgBytes = 1 << 20
 // transport: the server's message, depth and answer limits, the prompt
 // argument check mcp-go lacks, and a trace in sandbox://logs for every
 // refusal.
-func (s *Server) NewGate() *rpcgate.Gate {
+func (s *Server) NewGate() *rpcgate.Gate { return s.newGate(false) }
+
+// newGate is NewGate; transportSessions leaves the lifecycle to a
+// transport that keeps it (HTTP).
+func (s *Server) newGate(transportSessions bool) *rpcgate.Gate {
 	return rpcgate.New(rpcgate.Config{
-		MaxMessageBytes: s.limits.MessageBytes,
-		MaxDepth:        s.vlim.MaxDepth,
-		MaxAnswerBytes:  policy.MaxAnswerBytes,
-		Precheck:        s.precheck,
-		OnRefusal:       s.recordRefusal,
+		MaxMessageBytes:   s.limits.MessageBytes,
+		MaxDepth:          s.vlim.MaxDepth,
+		MaxAnswerBytes:    policy.MaxAnswerBytes,
+		Precheck:          s.precheck,
+		OnRefusal:         s.recordRefusal,
+		TransportSessions: transportSessions,
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
@@ -40,9 +41,7 @@ func (s *Server) addResources() {
 		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.status))
 	s.mcp.AddResource(mcp.NewResource(uriLogs, "logs",
 		mcp.WithResourceDescription("The last 100 tool calls: time, level, message, tool, verdict and timings. Submitted code appears only when the server logs at debug level."),
-		mcp.WithMIMEType(mimeJSON)), s.jsonResource(func(context.Context) (any, error) {
-		return map[string]any{"traces": s.traces.snapshot()}, nil
-	}))
+		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.logs))
 	s.mcp.AddResource(mcp.NewResource(uriSchemas, "schemas",
 		mcp.WithResourceDescription("The JSON Schemas registered for validate_json's schema_name, with descriptions."),
 		mcp.WithMIMEType(mimeJSON)), s.jsonResource(s.schemaList))
@@ -130,6 +129,10 @@ type statusReport struct {
 	Snapshots     snapshotStatus                   `json:"snapshots"`
 	Isolation     isolationStatus                  `json:"isolation"`
 	WarmPool      any                              `json:"warm_pool,omitempty"`
+	// Tenant is the caller's, over HTTP; Tenants (operators only) names
+	// every tenant the server has opened.
+	Tenant  *tenantStatus `json:"tenant,omitempty"`
+	Tenants []string      `json:"tenants,omitempty"`
 	// ServerLimits are the ceilings of the work done outside any jail.
 	ServerLimits serverLimitsStatus `json:"server_limits"`
 	Time         time.Time          `json:"time"`
@@ -203,16 +206,31 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		Profiles: s.profiles(), MaxConcurrent: queue.Slots, RunsInFlight: queue.Running, Queue: queue,
 		Time: time.Now().UTC(),
 	}
-	if s.ws != nil {
-		st.Workspace = s.cfg.Workspace
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if s.snaps != nil {
-		st.Snapshots.Enabled, st.Snapshots.Dir = true, s.cfg.SnapshotDir
-		if metas, err := s.snaps.List(); err != nil {
+	if t.ws != nil {
+		st.Workspace = t.workspace
+	}
+	if t.snaps != nil {
+		st.Snapshots.Enabled, st.Snapshots.Dir = true, t.snapDir
+		if metas, err := t.snaps.List(); err != nil {
 			st.Snapshots.Error = err.Error()
 		} else {
 			st.Snapshots.Count = len(metas)
 		}
+	}
+	if t.name != "" {
+		st.Tenant = &tenantStatus{Name: t.name, Operator: t.operator, Quota: t.quota}
+		if t.admit != nil {
+			q := t.admit.status()
+			st.Tenant.Queue = &q
+		}
+		// Host paths are the operator's business: a tenant sees its own
+		// workspace as the jail does.
+		st.Workspace = record.WorkspaceMount
+		st.Snapshots.Dir = ""
 	}
 	allow := s.cfg.Policy.AllowDegraded
 	st.Isolation = isolationStatus{HostReport: s.cfg.Host, Missing: []string{}, Degraded: s.cfg.Host.Degraded(allow)}
@@ -226,11 +244,40 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		st.Isolation.Degraded = []string{}
 	}
 	st.ServerLimits = s.serverLimits()
+	if !t.operator {
+		// Operator-only: the server's queue, warm pools and other tenants.
+		st.Queue = admissionStatus{Slots: queue.Slots, MaxQueued: queue.MaxQueued}
+		st.RunsInFlight = 0
+		return st, nil
+	}
 	// The warm pool is optional: only Runners that have one report it.
 	if p, ok := s.cfg.Runner.(PoolStatuser); ok {
 		st.WarmPool = p.PoolStatus()
 	}
+	st.Tenants = s.tenantNames()
 	return st, nil
+}
+
+// tenantStatus is the caller's own tenant in sandbox://status.
+type tenantStatus struct {
+	Name     string       `json:"name"`
+	Operator bool         `json:"operator"`
+	Quota    tokens.Quota `json:"quota"`
+	// Queue is the tenant's own cap on runs in flight, if it has one.
+	Queue *admissionStatus `json:"queue,omitempty"`
+}
+
+// logs builds sandbox://logs: the caller's tenant's calls, or every
+// call for an operator (and over stdio).
+func (s *Server) logs(ctx context.Context) (any, error) {
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.operator {
+		return map[string]any{"traces": s.traces.snapshot()}, nil
+	}
+	return map[string]any{"traces": t.traces.snapshot()}, nil
 }
 
 // schemaInfo is one entry of sandbox://schemas.

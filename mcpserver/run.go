@@ -40,13 +40,18 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 	if tool == toolRunSandboxCode {
 		prof, profile = s.workspace, record.ProfileWorkspace
 	}
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
 		start := time.Now()
+		tr := traceFrom(ctx)
+		var path string // how the jail was made, once one ran
+		if obs := s.cfg.Observer; obs != nil {
+			obs.RunStarted()
+			defer func() { obs.RunFinished(string(profile), tr.Verdict, path, tr.Tenant, time.Since(start)) }()
+		}
 		var a runArgs
 		if res := s.args(req, &a); res != nil {
 			return res, nil
 		}
-		tr := traceFrom(ctx)
 		tr.Profile, tr.CodeBytes = string(profile), len(a.Code)
 		// From here on, results carry the program's output: traces and logs
 		// get the verdict's message only (STYLE rule 15).
@@ -65,37 +70,55 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		timeout, clampNote := runTimeout(a.Timeout, prof.Limits)
 		tr.Timeout, tr.Clamped = timeout.String(), clampNote != ""
 
+		t, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
 		rreq := record.Request{Profile: profile, Code: a.Code, Timeout: timeout}
 		if profile == record.ProfileWorkspace {
-			if s.ws == nil {
+			if t.ws == nil {
 				tr.Error = noWorkspace
 				return mcp.NewToolResultError(tool + ": " + noWorkspace), nil
 			}
-			rreq.Workspace = s.cfg.Workspace
+			rreq.Workspace = t.workspace
+		}
+		if msg := s.overRate(t); msg != "" {
+			tr.Error, tr.Quota = msg, true
+			return mcp.NewToolResultError(tool + ": " + msg), nil
 		}
 
 		// The caller's timeout bounds the whole call, the wait for a slot
 		// included: a call that cannot start in time is answered at its
-		// deadline, never later. The slot comes before the workspace lock,
-		// so that a run waiting for one does not hold up a restore.
-		release, waited, err := s.admit.acquire(ctx, start.Add(timeout))
-		switch {
-		case errors.Is(err, errQueueFull):
-			tr.Error = err.Error()
-			return mcp.NewToolResultError(tool + ": " + err.Error()), nil
-		case errors.Is(err, errQueueTimeout):
-			res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1, Message: err.Error()}
-			tr.Verdict, tr.Error = string(res.Verdict), res.Message
-			return runResult(res, clampNote), nil
-		case err != nil:
-			tr.Error = "cancelled while waiting for a jail slot"
-			return ctxErr(ctx, tool), nil
+		// deadline, never later. A tenant's own cap on runs in flight
+		// comes first, then the server's slots; both come before the
+		// workspace lock, so that a run waiting for one does not hold up a
+		// restore.
+		deadline := start.Add(timeout)
+		var tenantWait time.Duration
+		if t.admit != nil {
+			release, w, err := t.admit.acquire(ctx, deadline)
+			if res := s.admissionRefusal(ctx, tool, profile, clampNote, tr, err, t); res != nil {
+				return res, nil
+			}
+			defer release()
+			tenantWait = w
+		}
+		release, waited, err := s.admit.acquire(ctx, deadline)
+		if res := s.admissionRefusal(ctx, tool, profile, clampNote, tr, err, nil); res != nil {
+			return res, nil
 		}
 		defer release()
+		waited += tenantWait
 		rreq.Timeout, rreq.Queued = timeout-waited, waited
+		if rreq.Timeout <= 0 {
+			res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
+				Message: fmt.Sprintf("waited %s for a jail slot, the whole timeout of the call; the code did not run", formatWait(waited))}
+			tr.Verdict, tr.Error = string(res.Verdict), res.Message
+			return runResult(res, clampNote), nil
+		}
 		if rreq.Workspace != "" {
-			s.wsMu.RLock()
-			defer s.wsMu.RUnlock()
+			t.wsMu.RLock()
+			defer t.wsMu.RUnlock()
 		}
 
 		rctx, cancel := context.WithTimeout(ctx, timeout+runGrace)
@@ -116,6 +139,7 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		if res == nil {
 			return nil, errors.New("running code: the runner returned no result")
 		}
+		path = res.Start
 		tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
 		if !res.OK() {
 			tr.Error = res.Message
@@ -125,6 +149,55 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 		}
 		return runResult(res, clampNote), nil
 	}
+}
+
+// admissionRefusal turns a failed wait for a slot into the call's answer,
+// or returns nil when err is nil: a full queue is refused at once, a wait
+// that reached the deadline gets verdict timeout, a cancelled one the
+// cancellation. t is the tenant whose own cap refused, nil for the
+// server's slots.
+func (s *Server) admissionRefusal(ctx context.Context, tool string, profile record.Profile, note string, tr *trace, err error, t *tenant) *mcp.CallToolResult {
+	if err == nil {
+		return nil
+	}
+	whose := ""
+	if t != nil {
+		whose = fmt.Sprintf("tenant %q's quota of %d concurrent runs: ", t.name, t.quota.ConcurrentRuns)
+		tr.Quota = true
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			s.quotaRefused(t, "concurrent_runs")
+		}
+	}
+	var full *queueFullError
+	switch {
+	case errors.As(err, &full) && t != nil:
+		tr.Error = fmt.Sprintf("tenant %q has %d runs in flight, its quota (concurrent_runs), and %d more waiting, the most it may queue; try again when one finishes",
+			t.name, full.running, full.queued)
+		return mcp.NewToolResultError(tool + ": " + tr.Error)
+	case errors.Is(err, errQueueFull):
+		tr.Error = err.Error()
+		return mcp.NewToolResultError(tool + ": " + tr.Error)
+	case errors.Is(err, errQueueTimeout):
+		res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1, Message: whose + err.Error()}
+		tr.Verdict, tr.Error = string(res.Verdict), res.Message
+		return runResult(res, note)
+	default:
+		tr.Error = "cancelled while waiting for a jail slot"
+		return ctxErr(ctx, tool)
+	}
+}
+
+// overRate reports, in plain words, a tenant over its runs per minute.
+func (s *Server) overRate(t *tenant) string {
+	if t.rate == nil {
+		return ""
+	}
+	if ok, wait := t.rate.allow(time.Now()); !ok {
+		s.quotaRefused(t, "runs_per_minute")
+		return fmt.Sprintf("tenant %q has started %d runs in the last minute, its quota (runs_per_minute); the next may start in %s",
+			t.name, t.quota.RunsPerMinute, formatWait(wait.Round(100*time.Millisecond)))
+	}
+	return ""
 }
 
 // checkCode returns why code cannot be run under prof, or "".

@@ -14,12 +14,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pyjail/pyjail/mcpserver/rpcgate"
+	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/mcpserver/validate"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/snapshot"
-	"github.com/pyjail/pyjail/workspace/walk"
 	"github.com/pyjail/pyjail/workspace/wsfs"
 )
 
@@ -67,6 +67,14 @@ type Config struct {
 	SnapshotDir string
 	// SnapshotLimits is passed to snapshot.Open as is.
 	SnapshotLimits snapshot.Limits
+	// DataDir holds the tenants of an HTTP server, each in
+	// tenants/<name>/{workspace,snapshots}, created on first use; calls
+	// whose context carries a tenant (WithTenant) act there. Calls without
+	// one act on Workspace and SnapshotDir, the local tenant.
+	DataDir string
+	// TenantQuota is every tenant's quota where the tokens file sets none
+	// (zero fields: no quota beyond the server's own limits).
+	TenantQuota tokens.Quota
 	// Validators serves validate_json, validate_csv and sandbox://schemas.
 	// nil builds one from Policy.SchemaDir with ValidateLimits.
 	Validators *validate.Registry
@@ -92,6 +100,24 @@ type Config struct {
 	// Logger receives one record per tool call; nil discards. It must not
 	// write to stdout, which carries the protocol.
 	Logger *slog.Logger
+	// Observer, if set, is told of every run tool call and quota refusal
+	// (package metrics implements it).
+	Observer Observer
+}
+
+// Observer is told what the server does, for metrics. Its methods must be
+// quick and safe for concurrent use.
+type Observer interface {
+	// RunStarted: a run tool call began (it may queue first).
+	RunStarted()
+	// RunFinished: it ended, with its verdict ("" when it was refused
+	// before any record: bad arguments, a full queue, a quota), how its
+	// jail was made (record.Result.Start) and the caller's tenant.
+	RunFinished(profile, verdict, path, tenant string, d time.Duration)
+	// QuotaRefused: a call of tenant was refused for quota (its name in
+	// the tokens file: concurrent_runs, runs_per_minute, workspace_files,
+	// workspace_bytes, snapshots, snapshot_bytes).
+	QuotaRefused(tenant, quota string)
 }
 
 // Server is pyjail's MCP server: tools, resources and prompts over one
@@ -113,15 +139,15 @@ type Server struct {
 	validator  JSONValidator
 	ownPool    *validatepool.Pool // the default Validator, which Close stops
 	limits     policy.ServerLimits
-	ws         *wsfs.FS        // nil without a workspace
-	snaps      *snapshot.Store // nil without a workspace or snapshot dir
-
-	// wsMu keeps restores and snapshot creation apart from everything that
-	// writes the workspace. Runs and file writes take it shared, so they
-	// still overlap each other; create and restore take it exclusively,
-	// because a snapshot of a half-written workspace, or a run that sees a
-	// half-restored one, is exactly what SPEC §6 forbids.
-	wsMu sync.RWMutex
+	// local is the tenant of calls that carry none (stdio): Config's
+	// Workspace and SnapshotDir. tenants are the HTTP tenants opened so
+	// far, by name.
+	local     *tenant
+	tenantsMu sync.Mutex
+	tenants   map[string]*tenant
+	// sessions are the HTTP transport's MCP sessions, nil over stdio:
+	// ending one cancels its calls.
+	sessions *sessionRegistry
 	// admit caps the executions in flight at Policy.MaxConcurrent and
 	// queues up to Policy.MaxQueued more; it is the one such limit.
 	admit *admission
@@ -179,24 +205,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.validator = s.ownPool
 	}
+	s.tenants = map[string]*tenant{}
+	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces}
 	if cfg.Workspace != "" {
-		// One shape for the workspace everywhere: the jail's change reports
-		// read the same policy.
-		shape := cfg.Policy.WorkspaceShape
-		if cfg.WorkspaceLimits.Shape == (walk.Limits{}) {
-			cfg.WorkspaceLimits.Shape = walk.Limits{MaxDepth: shape.MaxDepth, MaxFiles: shape.MaxFiles, MaxBytes: shape.MaxBytes}
-		}
-		if cfg.SnapshotLimits.Shape == (walk.Limits{}) {
-			cfg.SnapshotLimits.Shape = cfg.WorkspaceLimits.Shape
-		}
-		if s.ws, err = wsfs.Open(cfg.Workspace, cfg.WorkspaceLimits); err != nil {
-			return nil, fmt.Errorf("opening workspace %q: %w", cfg.Workspace, err)
-		}
-		if cfg.SnapshotDir != "" {
-			if s.snaps, err = snapshot.Open(cfg.SnapshotDir, cfg.Workspace, cfg.SnapshotLimits); err != nil {
-				return nil, fmt.Errorf("opening snapshot store %q: %w", cfg.SnapshotDir, err)
-			}
-		}
+		s.local.snapDir = cfg.SnapshotDir
+	}
+	if err := s.openStores(s.local); err != nil {
+		return nil, err
 	}
 
 	version := cfg.Version
@@ -299,6 +314,19 @@ type serverTool struct {
 func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tr := &trace{Time: time.Now().UTC(), Tool: name}
+		if id, ok := tenantFrom(ctx); ok {
+			tr.Tenant = id.Name
+		}
+		if s.sessions != nil {
+			// Ending the MCP session (DELETE, idle expiry) cancels the call,
+			// and with it its jail.
+			if cs := server.ClientSessionFromContext(ctx); cs != nil {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer s.sessions.track(cs.SessionID(), cancel)()
+			}
+		}
 		start := time.Now()
 		res, err := h(withTrace(ctx, tr), req)
 		// Whatever a tool returns fits what clients accept.
@@ -316,6 +344,11 @@ func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandle
 			tr.Level, tr.Message = slog.LevelInfo.String(), "tool call"
 		}
 		s.traces.add(*tr)
+		if tr.Tenant != "" {
+			if t, err := s.tenant(ctx); err == nil && t.traces != s.traces {
+				t.traces.add(*tr)
+			}
+		}
 		s.logTrace(ctx, tr)
 		return res, err
 	}

@@ -19,6 +19,8 @@ type trace struct {
 	Level   string    `json:"level"`
 	Message string    `json:"message"`
 	Tool    string    `json:"tool,omitempty"`
+	// Tenant is the caller's tenant over HTTP; "" over stdio.
+	Tenant string `json:"tenant,omitempty"`
 	// Method, RequestID, MessageBytes and ErrorCode describe a message
 	// the gate refused (see rpcgate): never its payload.
 	Method       string `json:"method,omitempty"`
@@ -37,6 +39,8 @@ type trace struct {
 	CodeBytes    int    `json:"code_bytes,omitempty"`
 	Code         string `json:"code,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// Quota marks a call refused for the tenant's quota.
+	Quota bool `json:"quota_refusal,omitempty"`
 	// ownsError: the handler set Error itself, so the result's text (which
 	// for runs holds the program's output) must not be copied into it.
 	ownsError bool

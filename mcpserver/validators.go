@@ -75,7 +75,7 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 	}
 	// Decoding enforces the size and depth limits before any worker sees
 	// the data, so that those errors come at once and name the data.
-	text, source, err := s.jsonInstance(a.Data)
+	text, source, err := s.jsonInstance(ctx, a.Data)
 	if err != nil {
 		return toolError(toolValidateJSON, err)
 	}
@@ -118,7 +118,7 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 // file, anything else is the value itself. The text is decoded once here,
 // only to enforce the limits and report syntax errors before a worker is
 // asked; the worker decodes it again, keeping numbers exact.
-func (s *Server) jsonInstance(data json.RawMessage) (text []byte, source string, err error) {
+func (s *Server) jsonInstance(ctx context.Context, data json.RawMessage) (text []byte, source string, err error) {
 	switch data = bytes.TrimSpace(data); {
 	case len(data) > 0 && data[0] == '"':
 		var str string
@@ -133,7 +133,7 @@ func (s *Server) jsonInstance(data json.RawMessage) (text []byte, source string,
 		if err := json.Unmarshal(data, &ref); err == nil && len(ref) == 1 && ref["path"] != nil {
 			var path string
 			if err := json.Unmarshal(ref["path"], &path); err == nil {
-				text, err := s.readWhole(path, maxArgBytes)
+				text, err := s.readWhole(ctx, path, maxArgBytes)
 				if err != nil {
 					return nil, "", err
 				}
@@ -158,12 +158,16 @@ func (s *Server) jsonInstance(data json.RawMessage) (text []byte, source string,
 
 // readWhole reads a workspace file of at most limit bytes. Reads go through
 // wsfs, which refuses paths and symlinks that leave the workspace.
-func (s *Server) readWhole(path string, limit int64) ([]byte, error) {
-	if s.ws == nil {
+func (s *Server) readWhole(ctx context.Context, path string, limit int64) ([]byte, error) {
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.ws == nil {
 		return nil, fmt.Errorf("%w: %s", errArgs, noWorkspace)
 	}
 	// One byte more than allowed tells "exactly the limit" from "over it".
-	data, size, err := s.ws.ReadFile(path, 0, limit+1)
+	data, size, err := t.ws.ReadFile(path, 0, limit+1)
 	if err != nil {
 		return nil, wsError(path, err)
 	}
@@ -262,14 +266,18 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if a.CSV != nil {
 		in, rep.Source = strings.NewReader(*a.CSV), "csv"
 	} else {
-		if s.ws == nil {
+		t, err := s.tenant(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if t.ws == nil {
 			return mcp.NewToolResultError(toolValidateCSV + ": " + noWorkspace), nil
 		}
 		// Fail early and clearly on a bad path instead of mid-stream.
-		if _, _, err := s.ws.ReadFile(*a.Path, 0, 1); err != nil {
+		if _, _, err := t.ws.ReadFile(*a.Path, 0, 1); err != nil {
 			return toolError(toolValidateCSV, wsError(*a.Path, err))
 		}
-		in, rep.Source = &wsReader{fs: s.ws, path: *a.Path}, "workspace:"+*a.Path
+		in, rep.Source = &wsReader{fs: t.ws, path: *a.Path}, "workspace:"+*a.Path
 	}
 	res, err := validate.ValidateCSV(ctx, in, schema, opt)
 	if err != nil {

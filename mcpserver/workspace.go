@@ -75,7 +75,11 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	if s.ws == nil {
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.ws == nil {
 		return mcp.NewToolResultError(toolWriteFile + ": " + noWorkspace), nil
 	}
 	data := []byte(a.Content)
@@ -88,10 +92,13 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 		}
 	}
 	// Shared, like a run: a write must not land in the middle of a restore.
-	s.wsMu.RLock()
-	defer s.wsMu.RUnlock()
-	fi, err := s.ws.WriteFile(ctx, a.Path, data)
+	t.wsMu.RLock()
+	defer t.wsMu.RUnlock()
+	fi, err := t.ws.WriteFile(ctx, a.Path, data)
 	var le *walk.LimitError
+	if errors.As(err, &le) {
+		s.workspaceQuotaRefused(t, le)
+	}
 	switch {
 	case errors.As(err, &le) && le.Would:
 		return limitResult(toolWriteFile, err, "nothing was written"), nil
@@ -129,14 +136,18 @@ func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	if s.ws == nil {
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.ws == nil {
 		return mcp.NewToolResultError(toolReadFile + ": " + noWorkspace), nil
 	}
 	length := int64(maxReadBytes)
 	if a.Length != nil {
 		length = min(*a.Length, maxReadBytes)
 	}
-	data, size, err := s.ws.ReadFile(a.Path, a.Offset, length)
+	data, size, err := t.ws.ReadFile(a.Path, a.Offset, length)
 	if err != nil {
 		return toolError(toolReadFile, wsError(a.Path, err))
 	}
@@ -217,14 +228,18 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	if s.ws == nil {
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.ws == nil {
 		return mcp.NewToolResultError(toolListFiles + ": " + noWorkspace), nil
 	}
 	rel := a.Path
 	if rel == "" {
 		rel = "."
 	}
-	entries, err := s.ws.List(ctx, rel)
+	entries, err := t.ws.List(ctx, rel)
 	// Past wsfs's cap, or at a shape limit (a tree too deep or too big,
 	// which a jail can make), the listing is partial, not failed: say so
 	// and show what there is.
@@ -296,14 +311,14 @@ func (m snapMeta) String() string {
 }
 
 // snapshots returns the store, or the tool error explaining its absence.
-func (s *Server) snapshots(tool string) (*snapshot.Store, *mcp.CallToolResult) {
+func snapshots(t *tenant, tool string) (*snapshot.Store, *mcp.CallToolResult) {
 	switch {
-	case s.ws == nil:
+	case t.ws == nil:
 		return nil, mcp.NewToolResultError(tool + ": " + noWorkspace)
-	case s.snaps == nil:
+	case t.snaps == nil:
 		return nil, mcp.NewToolResultError(tool + ": " + noSnapshots)
 	}
-	return s.snaps, nil
+	return t.snaps, nil
 }
 
 // snapError turns a snapshot error into a tool error when the caller can fix
@@ -340,18 +355,30 @@ func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	st, res := s.snapshots(toolCreateSnapshot)
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, res := snapshots(t, toolCreateSnapshot)
 	if res != nil {
 		return res, nil
 	}
 	// Exclusive: a snapshot taken while a run writes would hold half of
 	// what the run did.
-	s.wsMu.Lock()
-	defer s.wsMu.Unlock()
+	t.wsMu.Lock()
+	defer t.wsMu.Unlock()
+	if msg := s.overSnapshotBytes(ctx, t, st); msg != "" {
+		return mcp.NewToolResultError(toolCreateSnapshot + ": " + msg), nil
+	}
 	m, err := st.Create(ctx, a.Description)
 	var le *walk.LimitError
 	switch {
 	case errors.Is(err, snapshot.ErrTooMany):
+		if t.quota.Snapshots > 0 {
+			s.quotaRefused(t, "snapshots")
+			return mcp.NewToolResultErrorf("%s: tenant %q keeps at most %d snapshots (its quota): %v; delete old ones with delete_state_snapshot",
+				toolCreateSnapshot, t.name, t.quota.Snapshots, err), nil
+		}
 		return mcp.NewToolResultErrorf("%s: %v; delete old ones with delete_state_snapshot", toolCreateSnapshot, err), nil
 	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
 		return mcp.NewToolResultErrorf("%s: %v", toolCreateSnapshot, err), nil
@@ -377,7 +404,11 @@ func (s *Server) listSnapshots(ctx context.Context, req mcp.CallToolRequest) (*m
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	st, res := s.snapshots(toolListSnapshots)
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, res := snapshots(t, toolListSnapshots)
 	if res != nil {
 		return res, nil
 	}
@@ -429,14 +460,18 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	st, res := s.snapshots(toolRestoreSnapshot)
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, res := snapshots(t, toolRestoreSnapshot)
 	if res != nil {
 		return res, nil
 	}
 	// Exclusive: no run or file write may see or touch a workspace that is
 	// being restored.
-	s.wsMu.Lock()
-	defer s.wsMu.Unlock()
+	t.wsMu.Lock()
+	defer t.wsMu.Unlock()
 	r, err := st.Restore(ctx, a.SnapshotID)
 	if err != nil {
 		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
@@ -461,7 +496,11 @@ func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	st, res := s.snapshots(toolDeleteSnapshot)
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, res := snapshots(t, toolDeleteSnapshot)
 	if res != nil {
 		return res, nil
 	}
@@ -489,13 +528,17 @@ func (s *Server) diffSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if res := s.args(req, &a); res != nil {
 		return res, nil
 	}
-	st, res := s.snapshots(toolDiffSnapshot)
+	t, err := s.tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, res := snapshots(t, toolDiffSnapshot)
 	if res != nil {
 		return res, nil
 	}
 	// Shared: the diff may overlap runs, but not a restore.
-	s.wsMu.RLock()
-	defer s.wsMu.RUnlock()
+	t.wsMu.RLock()
+	defer t.wsMu.RUnlock()
 	d, err := st.Diff(ctx, a.SnapshotID)
 	if err != nil {
 		return snapError(toolDiffSnapshot, a.SnapshotID, err)
@@ -530,4 +573,43 @@ func listLine(label string, shown []string, total int) string {
 		return ""
 	}
 	return "\n" + label + ": " + strings.Join(shown, ", ") + moreText(total-len(shown))
+}
+
+// workspaceQuotaRefused reports a write refused at the tenant's workspace
+// quota (files or bytes), rather than at the server's own shape limit.
+func (s *Server) workspaceQuotaRefused(t *tenant, le *walk.LimitError) {
+	switch {
+	case errors.Is(le.Err, walk.ErrTooManyFiles) && t.quota.WorkspaceFiles > 0 && le.Limit == int64(t.quota.WorkspaceFiles):
+		s.quotaRefused(t, "workspace_files")
+	case errors.Is(le.Err, walk.ErrTooLarge) && t.quota.WorkspaceBytes > 0 && le.Limit == t.quota.WorkspaceBytes:
+		s.quotaRefused(t, "workspace_bytes")
+	}
+}
+
+// overSnapshotBytes says, in plain words, whether a new snapshot of t's
+// workspace would take its snapshots past its snapshot_bytes quota: the
+// snapshots stored plus the workspace as it is now.
+func (s *Server) overSnapshotBytes(ctx context.Context, t *tenant, st *snapshot.Store) string {
+	q := t.quota.SnapshotBytes
+	if q <= 0 {
+		return ""
+	}
+	metas, err := st.List()
+	if err != nil {
+		return ""
+	}
+	var stored int64
+	for _, m := range metas {
+		stored += m.Bytes
+	}
+	use, err := walk.Check(ctx, t.workspace, s.tenantShape(t))
+	if err != nil {
+		return "" // the snapshot's own walk reports a workspace over its limits
+	}
+	if stored+use.Bytes <= q {
+		return ""
+	}
+	s.quotaRefused(t, "snapshot_bytes")
+	return fmt.Sprintf("tenant %q's snapshots hold %s and the workspace %s; together they would pass its snapshot_bytes quota of %s: delete old snapshots with delete_state_snapshot",
+		t.name, policy.FormatBytes(stored), policy.FormatBytes(use.Bytes), policy.FormatBytes(q))
 }

@@ -124,7 +124,20 @@ type Result struct {
 	// Session is the state of the session a session call ran in; nil for
 	// calls without one.
 	Session *SessionState `json:"session,omitempty"`
+	// Start says how the jail that ran the code was made: StartWarm,
+	// StartForked or StartCold; "" when no jail ran it (a refusal).
+	Start string `json:"start,omitempty"`
 }
+
+// How a run's jail was made (Result.Start).
+const (
+	// StartWarm: taken ready for code from a warm pool.
+	StartWarm = "warm"
+	// StartForked: forked from a fork server for this run.
+	StartForked = "forked"
+	// StartCold: a container started for this run.
+	StartCold = "cold"
+)
 
 // Truncated flags the streams that were cut.
 type Truncated struct {

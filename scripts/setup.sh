@@ -2,8 +2,15 @@
 # Sets up a Debian 12 (or Ubuntu) machine to build, run and test pyjail,
 # then builds bin/pyjail. Run as root from the repository root. The README,
 # .ci/run and the Vagrantfile all use this one script.
+#
+#   bash scripts/setup.sh        # build, test and serve
+#   bash scripts/setup.sh --vm   # also what `make vm-test` needs (qemu and
+#                                # Debian's kernel, whose image and initrd
+#                                # the cgroup v2 test VM boots) and vagrant
 set -euo pipefail
 cd "$(dirname "$0")/.."
+vm=0
+[ "${1:-}" = --vm ] && vm=1
 
 GO_VERSION=$(awk '/^go /{print $2}' go.mod)
 
@@ -23,6 +30,10 @@ PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
       python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib
       mmdebstrap bubblewrap hyperfine systemd procps)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
+# The VM test (test/vm): qemu, the kernel it boots (installing it on a
+# host that boots another kernel changes nothing there but /boot), and
+# mke2fs for the guest image; vagrant, to validate the Vagrantfile.
+[ "$vm" = 1 ] && PKGS+=(qemu-system-x86 linux-image-amd64 e2fsprogs vagrant)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -260,6 +260,16 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 		Warmup: []string{"import numpy\nfor _ in range(5):\n    numpy.ones(5 << 20).sum()"},
 	}
 	p := openPool(t, e, withWarm(e.cfg, warm, record.ProfileFull))
+	// cgroup v2 has no peak reset (memory.peak is per cgroup lifetime
+	// before Linux 6.12, and jail does not use 6.12's per-file reset), so
+	// there a forked jail's peak includes its warm-up, as resetCounters in
+	// jail/counters_linux.go says: the 40 MiB above on top of the 30 MiB
+	// (issue 15, found by the v2 VM test). CPU time has a baseline on
+	// both and stays strict.
+	var warmupPeak int64
+	if cgroupV2Host() {
+		warmupPeak = 48 * policy.MiB
+	}
 	for _, c := range []struct {
 		name, code       string
 		minCPU, maxCPU   int64
@@ -276,12 +286,15 @@ func TestForkServerCountersCoverTheCodeOnly(t *testing.T) {
 		if res.Verdict != record.VerdictOK {
 			t.Fatalf("%s:\n%s", c.name, describe(res))
 		}
-		if res.CPUMS < c.minCPU || res.CPUMS > c.maxCPU {
-			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, c.maxCPU)
+		// Emulation (the VM test) stretches every CPU figure alike: the
+		// warm-up's own CPU time grows more than the bound does.
+		maxCPU := slow(time.Duration(c.maxCPU) * time.Millisecond).Milliseconds()
+		if res.CPUMS < c.minCPU || res.CPUMS > maxCPU {
+			t.Errorf("%s: cpu_ms %d, want %d..%d", c.name, res.CPUMS, c.minCPU, maxCPU)
 		}
-		if res.PeakMemoryBytes < c.minPeak || res.PeakMemoryBytes > c.maxPeak {
+		if res.PeakMemoryBytes < c.minPeak || res.PeakMemoryBytes > c.maxPeak+warmupPeak {
 			t.Errorf("%s: peak %s, want %s..%s", c.name, policy.FormatBytes(res.PeakMemoryBytes),
-				policy.FormatBytes(c.minPeak), policy.FormatBytes(c.maxPeak))
+				policy.FormatBytes(c.minPeak), policy.FormatBytes(c.maxPeak+warmupPeak))
 		}
 	}
 }

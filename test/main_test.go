@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,12 @@ func sharedEnv(t testing.TB) *testEnv {
 		cfg := policy.Default()
 		cfg.StateDir = "/run/pyjail-test"
 		cfg.CgroupParent = "/pyjail-test"
+		if p := os.Getenv("PYJAIL_TEST_CGROUP_PARENT"); p != "" {
+			// The VM test (test/vm) runs the tests the way a systemd
+			// unit with Delegate=yes runs pyjail: jails in the unit's
+			// delegated subtree, not at the top of the hierarchy.
+			cfg.CgroupParent = p
+		}
 		cfg.MaxConcurrent = 8
 		// A uid range of their own, so the checks for leftover sandbox
 		// processes never see the jails of a server running beside them.
@@ -169,6 +176,16 @@ func (e *testEnv) forkServerIDs() map[string]bool {
 		}
 	}
 	return ids
+}
+
+// slow scales a latency bound for a slow machine: PYJAIL_TEST_TIME_SCALE
+// (a factor, 1 by default) is set by the VM test (test/vm), where every
+// instruction is emulated and a killed fork bomb takes seconds to reap.
+func slow(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("PYJAIL_TEST_TIME_SCALE"), 64); err == nil && f > 1 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
 }
 
 func withTimeout(d time.Duration) func(*record.Request) {

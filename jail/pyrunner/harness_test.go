@@ -185,7 +185,8 @@ func runRunner(tb testing.TB, ctx context.Context, s sandbox, boot Boot, code st
 	out.Exec = time.Since(execStart)
 	if boot.Workspace != "" {
 		// A runner with a workspace waits after its reply for the kill
-		// that ends every jail (runner.py main); the jail sends it.
+		// that ends every jail (the supervisor freezes it first): end it
+		// as the supervisor does. Its output streams are closed already.
 		_ = cmd.Process.Kill()
 	}
 	_ = cmd.Wait()

@@ -48,6 +48,11 @@ type Config struct {
 	// OnRefusal, if set, is told of every message the gate refuses or
 	// drops. It is called synchronously and must not block.
 	OnRefusal func(Refusal)
+	// TransportSessions is for a transport that keeps the MCP lifecycle
+	// itself (streamable HTTP: a request without a session initialize
+	// made is refused there): the gate then screens size, depth and
+	// envelope only, and lets every method through.
+	TransportSessions bool
 }
 
 // Error is a JSON-RPC error the gate or a Precheck answers with.
@@ -136,6 +141,46 @@ func (g *Gate) Inbound(msg []byte) (forward, answer []byte) {
 }
 
 func (g *Gate) newScanner() *scanner { return newScanner(g.cfg.MaxDepth + EnvelopeDepth) }
+
+// InboundFrom is Inbound for one whole message read from r, such as an
+// HTTP request body: past MaxMessageBytes the rest streams through the
+// shallow pass without being held, so a huge message still gets its id's
+// answer in constant memory. err is r's, other than EOF.
+func (g *Gate) InboundFrom(r io.Reader) (forward, answer []byte, err error) {
+	sc := g.newScanner()
+	var (
+		buf  []byte
+		size int64
+		over bool
+	)
+	chunk := make([]byte, 32<<10)
+	for {
+		n, rerr := r.Read(chunk)
+		if n > 0 {
+			size += int64(n)
+			sc.feed(chunk[:n])
+			if !over {
+				if size > g.cfg.MaxMessageBytes {
+					over, buf = true, nil
+				} else {
+					buf = append(buf, chunk[:n]...)
+				}
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return nil, nil, rerr
+		}
+	}
+	sc.finish()
+	if over {
+		return nil, g.oversize(size, sc), nil
+	}
+	forward, answer = g.screen(buf, sc)
+	return forward, answer, nil
+}
 
 // envelope is what the shallow pass made of a message's members.
 type envelope struct {
@@ -336,6 +381,9 @@ func (g *Gate) clientResponse(msg []byte, sc *scanner, e envelope) (forward, ans
 // request is refused, or "". Notifications before initialization are
 // dropped by it (it returns a reason; the caller answers nothing).
 func (g *Gate) admit(e envelope, params []byte) string {
+	if g.cfg.TransportSessions {
+		return ""
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state == stateInitializing && !e.isNotify && e.method != string(mcp.MethodPing) && e.method != string(mcp.MethodInitialize) {

@@ -1,0 +1,350 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/pyjail/pyjail/mcpserver/tokens"
+)
+
+// Authenticator turns a bearer token into a tenant; *tokens.Store is one.
+type Authenticator interface {
+	Authenticate(bearerToken string) (tokens.Tenant, bool)
+}
+
+// HTTPConfig configures HTTPHandler.
+type HTTPConfig struct {
+	// Tokens authenticates every request; required.
+	Tokens Authenticator
+	// AllowedHosts are the Host (and Origin host) names a request may
+	// carry besides the loopback ones, against DNS rebinding: a page in a
+	// browser must not reach the server through a name that resolves to
+	// it. Compare with the names clients use in their URLs; "*" accepts
+	// any (for a proxy that sets Host itself).
+	AllowedHosts []string
+	// SessionIdleTTL ends an MCP session idle this long (default 30 min).
+	SessionIdleTTL time.Duration
+	// Events, if set, is told of what the HTTP layer sees: for metrics.
+	Events HTTPEvents
+}
+
+// HTTPEvents are the HTTP layer's counters; every method must be quick
+// and safe for concurrent use.
+type HTTPEvents interface {
+	// Unauthorized: a request without a token, or with a wrong one.
+	Unauthorized()
+	// Sessions: the MCP sessions open now.
+	Sessions(n int)
+}
+
+// defaultSessionIdleTTL ends MCP sessions nobody used for this long.
+const defaultSessionIdleTTL = 30 * time.Minute
+
+// HTTPHandler serves the server over MCP's streamable HTTP transport
+// (mcp-go's): sessions by Mcp-Session-Id, SSE for progress, DELETE to end
+// a session. Each request passes, in this order:
+//
+//  1. the Host and Origin check (DNS-rebinding protection);
+//  2. authentication: a bearer token from Tokens, or 401 with
+//     WWW-Authenticate before any MCP processing;
+//  3. the session check: a session belongs to the tenant that made it,
+//     and any other's id, or one this process does not know (another
+//     replica's, or from before a restart), gets 404, so that the client
+//     starts a new session;
+//  4. for POST, the framing gate (package rpcgate): size, depth and
+//     envelope, answered with the request's id;
+//  5. mcp-go, with the tenant in the context of every handler: the call
+//     acts on that tenant only.
+//
+// Ending a session (DELETE, or its idle expiry) cancels its calls in
+// flight, which kills their jails. Close ends every session.
+func (s *Server) HTTPHandler(cfg HTTPConfig) (*HTTPService, error) {
+	if cfg.Tokens == nil {
+		return nil, fmt.Errorf("%w: the HTTP transport needs a tokens file", ErrConfig)
+	}
+	if cfg.SessionIdleTTL <= 0 {
+		cfg.SessionIdleTTL = defaultSessionIdleTTL
+	}
+	h := &HTTPService{s: s, cfg: cfg, reg: newSessionRegistry(cfg.Events)}
+	s.sessions = h.reg
+	h.mcp = server.NewStreamableHTTPServer(s.mcp,
+		server.WithSessionIdManagerResolver(h.reg),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if t, ok := tenantFrom(r.Context()); ok {
+				ctx = WithTenant(ctx, t)
+			}
+			return ctx
+		}),
+		server.WithSessionIdleTTL(cfg.SessionIdleTTL),
+		// The allowlist below replaces mcp-go's loopback-only check.
+		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPLogger(s.log),
+	)
+	return h, nil
+}
+
+// HTTPService is the HTTP transport of one Server. It is an http.Handler,
+// safe for concurrent use.
+type HTTPService struct {
+	s   *Server
+	cfg HTTPConfig
+	mcp *server.StreamableHTTPServer
+	reg *sessionRegistry
+}
+
+// ServeHTTP implements http.Handler.
+func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := h.checkHost(r); msg != "" {
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	tok, ok := tokens.BearerToken(r.Header.Get("Authorization"))
+	var t tokens.Tenant
+	if ok {
+		t, ok = h.cfg.Tokens.Authenticate(tok)
+	}
+	if !ok {
+		if h.cfg.Events != nil {
+			h.cfg.Events.Unauthorized()
+		}
+		challenge := `Bearer realm="pyjail"`
+		if r.Header.Get("Authorization") != "" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		http.Error(w, "unauthorized: send Authorization: Bearer <token> with a token from the server's tokens file", http.StatusUnauthorized)
+		return
+	}
+	r = r.WithContext(WithTenant(r.Context(), t))
+	if r.Method == http.MethodPost {
+		if !h.screen(w, r) {
+			return
+		}
+	}
+	h.mcp.ServeHTTP(w, r)
+}
+
+// screen runs a POST body through the framing gate. It answers (and
+// returns false) what the gate refuses, and otherwise hands mcp-go the
+// message the gate rebuilt.
+func (h *HTTPService) screen(w http.ResponseWriter, r *http.Request) bool {
+	g := h.s.newGate(true)
+	forward, answer, err := g.InboundFrom(r.Body)
+	_ = r.Body.Close()
+	switch {
+	case err != nil:
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	case answer != nil:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+		return false
+	case forward == nil:
+		// A dropped notification (or a stray response): accepted, unanswered.
+		w.WriteHeader(http.StatusAccepted)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(forward))
+	r.ContentLength = int64(len(forward))
+	return true
+}
+
+// checkHost refuses a request whose Host or Origin names neither a
+// loopback address nor an allowed host.
+func (h *HTTPService) checkHost(r *http.Request) string {
+	if slices.Contains(h.cfg.AllowedHosts, "*") {
+		return ""
+	}
+	if !h.hostAllowed(r.Host) {
+		return fmt.Sprintf("forbidden: Host %q is not one of this server's names; the operator adds it with --allowed-hosts", r.Host)
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		host := o
+		if i := strings.Index(o, "://"); i >= 0 {
+			host = o[i+3:]
+		}
+		if !h.hostAllowed(host) {
+			return fmt.Sprintf("forbidden: Origin %q is not one of this server's names; the operator adds it with --allowed-hosts", o)
+		}
+	}
+	return ""
+}
+
+func (h *HTTPService) hostAllowed(hostport string) bool {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range h.cfg.AllowedHosts {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, hostport) {
+			return true
+		}
+	}
+	return false
+}
+
+// Sessions is how many MCP sessions are open.
+func (h *HTTPService) Sessions() int { return h.reg.count() }
+
+// Close ends every session and cancels their calls.
+func (h *HTTPService) Close(ctx context.Context) error {
+	h.reg.endAll()
+	return h.mcp.Shutdown(ctx)
+}
+
+// sessionRegistry knows the MCP sessions this process made, the tenant
+// each belongs to, and the calls in flight in each, which ending the
+// session cancels. It is mcp-go's SessionIdManager (through its
+// resolver): a session id is valid only for the tenant that made it, and
+// only in the process that made it. It is safe for concurrent use.
+type sessionRegistry struct {
+	events HTTPEvents
+
+	mu       sync.Mutex
+	sessions map[string]*httpSession
+}
+
+type httpSession struct {
+	tenant string
+	calls  map[*callHandle]struct{}
+}
+
+// callHandle is one call in flight, cancelled if its session ends.
+type callHandle struct{ cancel context.CancelFunc }
+
+func newSessionRegistry(ev HTTPEvents) *sessionRegistry {
+	return &sessionRegistry{events: ev, sessions: map[string]*httpSession{}}
+}
+
+// errUnknownSession is mcp-go's cue for 404: the client must initialize a
+// new session.
+var errUnknownSession = errors.New("unknown session")
+
+// ResolveSessionIdManager implements server.SessionIdManagerResolver: the
+// manager of the request's tenant. mcp-go's idle sweeper asks with a nil
+// request; it gets one that may end any session.
+func (r *sessionRegistry) ResolveSessionIdManager(req *http.Request) server.SessionIdManager {
+	if req == nil {
+		return tenantSessions{r: r, any: true}
+	}
+	t, _ := tenantFrom(req.Context())
+	return tenantSessions{r: r, tenant: t.Name}
+}
+
+func (r *sessionRegistry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sessions)
+}
+
+func (r *sessionRegistry) report() {
+	if r.events != nil {
+		r.events.Sessions(r.count())
+	}
+}
+
+// track registers a call of session id, whose ending cancels it; the
+// returned function unregisters it. Calls outside a known session (stdio)
+// are not tracked.
+func (r *sessionRegistry) track(id string, cancel context.CancelFunc) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sess := r.sessions[id]
+	if sess == nil {
+		return func() {}
+	}
+	c := &callHandle{cancel: cancel}
+	sess.calls[c] = struct{}{}
+	return func() {
+		r.mu.Lock()
+		delete(sess.calls, c)
+		r.mu.Unlock()
+	}
+}
+
+// end forgets session id and cancels its calls; tenant "" with any ends
+// any tenant's.
+func (r *sessionRegistry) end(id, tenant string, any bool) bool {
+	r.mu.Lock()
+	sess := r.sessions[id]
+	if sess == nil || (!any && sess.tenant != tenant) {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.sessions, id)
+	calls := sess.calls
+	r.mu.Unlock()
+	for c := range calls {
+		c.cancel()
+	}
+	r.report()
+	return true
+}
+
+func (r *sessionRegistry) endAll() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.sessions))
+	for id := range r.sessions {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.end(id, "", true)
+	}
+}
+
+// tenantSessions is the session manager of one tenant's requests.
+type tenantSessions struct {
+	r      *sessionRegistry
+	tenant string
+	any    bool
+}
+
+// Generate makes a new session id: 128 random bits.
+func (m tenantSessions) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	m.r.mu.Lock()
+	m.r.sessions[id] = &httpSession{tenant: m.tenant, calls: map[*callHandle]struct{}{}}
+	m.r.mu.Unlock()
+	m.r.report()
+	return id
+}
+
+// Validate accepts only a session this process made for this tenant.
+func (m tenantSessions) Validate(id string) (bool, error) {
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	if sess := m.r.sessions[id]; sess != nil && (m.any || sess.tenant == m.tenant) {
+		return false, nil
+	}
+	return false, errUnknownSession
+}
+
+// Terminate ends the session (DELETE, or idle expiry) and cancels its
+// calls in flight.
+func (m tenantSessions) Terminate(id string) (bool, error) {
+	m.r.end(id, m.tenant, m.any)
+	return false, nil
+}
