@@ -3,6 +3,8 @@ package jail
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
@@ -29,14 +31,12 @@ var (
 	// ErrLayerMissing means a required isolation layer is not active on
 	// this host and the operator did not allow degrading it.
 	ErrLayerMissing = errors.New("required isolation layer missing")
-	// ErrSessionsUnavailable means a session call cannot be served here:
-	// sessions are off, its profile keeps no fork server (or it is down),
-	// the pool is closed, or the call came to a Jail, which has no pool.
-	ErrSessionsUnavailable = errors.New("sessions are unavailable")
-	// ErrSessionLimit means a new session would exceed a session limit
-	// (per owner, per server, the memory budget) and no idle session could
-	// be evicted to make room.
-	ErrSessionLimit = errors.New("session limit reached")
+	// ErrSessionsUnavailable is record.ErrSessionsUnavailable: a session
+	// call cannot be served here.
+	ErrSessionsUnavailable = record.ErrSessionsUnavailable
+	// ErrSessionLimit is record.ErrSessionLimit: a new session would
+	// exceed a session limit and no idle one could be evicted.
+	ErrSessionLimit = record.ErrSessionLimit
 )
 
 // ExitError reports code that ran and failed: an exception, a nonzero exit

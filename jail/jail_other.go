@@ -81,7 +81,7 @@ func SealSelf() error { return nil }
 func (*Pool) CloseSession(string) bool { return false }
 
 // EndSessions does nothing: no session can run here.
-func (*Pool) EndSessions(string, record.SessionReason) {}
+func (*Pool) EndSessions(record.Profile, string, record.SessionReason) int { return 0 }
 
 // Sessions lists none.
 func (*Pool) Sessions(string) []record.SessionInfo { return nil }

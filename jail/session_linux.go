@@ -1077,11 +1077,15 @@ func (p *Pool) CloseSession(key string) bool {
 	return p.sessions.endWhere(func(k sessionKey) bool { return k.key == key }, record.ReasonClosed) > 0
 }
 
-// EndSessions ends every live session whose key starts with prefix, with
-// reason: closed when their owner went away (mcpserver passes "<owner>/"),
-// restored after a workspace restore. Calls running in them are killed.
-func (p *Pool) EndSessions(prefix string, reason record.SessionReason) {
-	p.sessions.endWhere(func(k sessionKey) bool { return strings.HasPrefix(k.key, prefix) }, reason)
+// EndSessions ends every live session of profile ("" for any) whose key
+// starts with prefix, with reason: closed when their owner went away
+// (mcpserver passes "<owner>/"), restored after a restore replaced their
+// workspace. Calls running in them are killed. It reports how many it
+// ended.
+func (p *Pool) EndSessions(profile record.Profile, prefix string, reason record.SessionReason) int {
+	return p.sessions.endWhere(func(k sessionKey) bool {
+		return (profile == "" || k.profile == profile) && strings.HasPrefix(k.key, prefix)
+	}, reason)
 }
 
 // Sessions lists the live sessions whose keys start with prefix, by key.
