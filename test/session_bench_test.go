@@ -23,9 +23,10 @@ import (
 // session next to a warm sessionless call, the freezer's share of a call,
 // and 100 idle sessions holding a small DataFrame each. Latencies are
 // reported as medians (p50-ms) over the iterations, which come 50 ms
-// apart. Run with:
+// apart. 100-idle-dataframes takes some 12 s an iteration; run it once:
 //
-//	go test -tags seccomp -run '^$' -bench Sessions -benchtime 200x ./test/
+//	go test -tags seccomp -run '^$' -bench 'Sessions/(call|first|warm)' -benchtime 200x ./test/
+//	go test -tags seccomp -run '^$' -bench 'Sessions/100-idle' -benchtime 1x ./test/
 func BenchmarkSessions(b *testing.B) {
 	e := sharedEnv(b)
 	var mu sync.Mutex
