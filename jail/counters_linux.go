@@ -5,6 +5,8 @@ package jail
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fscommon"
@@ -81,13 +83,30 @@ func (inst *instance) readCounters() counters {
 	if n, err := m.OOMKillCount(); err == nil {
 		c.oomKills = n
 	}
-	if n, err := readPeakBytes(cgroupV2, memoryDir(m)); err == nil {
+	if n, err := inst.readPeak(m); err == nil {
 		c.peakBytes = n
 	}
 	if n, err := readCPUNS(cgroupV2, cpuDir(m)); err == nil {
 		c.cpuNS = n
 	}
 	return c
+}
+
+// readPeak reads the run's peak memory: the cgroup's, or, when the run
+// reset a memory.peak of its own (inst.peak, cgroup v2), that one's.
+func (inst *instance) readPeak(m cgroups.Manager) (uint64, error) {
+	if inst.peak == nil {
+		return readPeakBytes(cgroupV2, memoryDir(m))
+	}
+	if _, err := inst.peak.Seek(0, 0); err != nil {
+		return 0, err
+	}
+	b := make([]byte, 32)
+	n, err := inst.peak.Read(b)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b[:n])), 10, 64)
 }
 
 // memoryUsage is the memory currently charged to the jail's cgroup.

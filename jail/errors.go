@@ -3,6 +3,8 @@ package jail
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
@@ -29,6 +31,12 @@ var (
 	// ErrLayerMissing means a required isolation layer is not active on
 	// this host and the operator did not allow degrading it.
 	ErrLayerMissing = errors.New("required isolation layer missing")
+	// ErrSessionsUnavailable is record.ErrSessionsUnavailable: a session
+	// call cannot be served here.
+	ErrSessionsUnavailable = record.ErrSessionsUnavailable
+	// ErrSessionLimit is record.ErrSessionLimit: a new session would
+	// exceed a session limit and no idle one could be evicted.
+	ErrSessionLimit = record.ErrSessionLimit
 )
 
 // ExitError reports code that ran and failed: an exception, a nonzero exit

@@ -77,6 +77,9 @@ type forkServer struct {
 	// done is closed once the server's container init has exited.
 	done  chan struct{}
 	forks atomic.Int64
+	// sessions counts the live sessions forked from the server: a retired
+	// server stays up while any lives.
+	sessions atomic.Int64
 	// warmupError says why the warm-up failed, if it did.
 	warmupError string
 }
@@ -362,13 +365,17 @@ func (z *forkServer) close() {
 // retire closes the server once the jails it forked have all ended, or
 // after the longest a run may take: a recycled server's running jails
 // finish their runs first.
+//
+// A session forked from it keeps it up until the session ends (its
+// maximum age bounds that), or until ctx ends: a server's death would take
+// the session along.
 func (z *forkServer) retire(ctx context.Context) {
 	deadline := time.Now().Add(z.prof.Limits.MaxTimeout.D() + 10*time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	for ctx.Err() == nil {
 		z.mu.Lock()
 		n := len(z.pending)
 		z.mu.Unlock()
-		if n == 0 {
+		if n == 0 || (time.Now().After(deadline) && z.sessions.Load() == 0) {
 			break
 		}
 		select {
@@ -388,6 +395,7 @@ type forkedBody struct {
 	server *forkServer
 	mgr    cgroups.Manager
 	pidfd  int // -1 until the child's pid is known
+	pid    int // the child's host pid, once known
 	// sync is our end of the child's sync socket, kept by a child of a
 	// workspace profile to receive its workspace mount; nil otherwise.
 	sync *net.UnixConn
@@ -437,7 +445,22 @@ func (b *forkedBody) lost(ctx context.Context) { b.server.awaitExit(ctx, serverE
 // descriptors, the fork request, the hello that names its host pid, the
 // move into its cgroup, and its "ready" once isolated. On error nothing
 // is left behind.
-func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws childWorkspace) (_ *instance, err error) {
+func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws childWorkspace) (*instance, error) {
+	return z.spawnChild(ctx, memoryLimit, warm, ws, false)
+}
+
+// spawnSession forks the jail of a new session: like a child forked for a
+// run (its workspace, if any, attached at once), that keeps its sync
+// socket for the output pipes of each call (session_linux.go).
+func (z *forkServer) spawnSession(ctx context.Context, memoryLimit int64, ws childWorkspace) (*instance, error) {
+	inst, err := z.spawnChild(ctx, memoryLimit, false, childWorkspace{dir: ws.dir}, true)
+	if err == nil {
+		z.sessions.Add(1)
+	}
+	return inst, err
+}
+
+func (z *forkServer) spawnChild(ctx context.Context, memoryLimit int64, warm bool, ws childWorkspace, session bool) (_ *instance, err error) {
 	j := z.j
 	inst := j.newInstance(z.prof, KindForked)
 	inst.timing.Pooled = warm
@@ -474,8 +497,10 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws
 	}
 	defer syncTheirs.Close()
 	// A child that waits for its workspace keeps the socket: the
-	// workspace comes on it with its code (attachWorkspace).
-	keepSync := z.prof.Workspace && ws.deferred
+	// workspace comes on it with its code (attachWorkspace); so does a
+	// session's, for each call's output pipes.
+	deferred := z.prof.Workspace && ws.deferred && !session
+	keepSync := deferred || session
 	defer func() {
 		if !keepSync || err != nil {
 			_ = hello.Close()
@@ -485,7 +510,7 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws
 	if tree != nil {
 		fds = append(fds, tree)
 	}
-	if err := z.request(inst, warm, keepSync, fds); err != nil {
+	if err := z.request(inst, pyrunner.ForkRequest{Warm: warm, Workspace: deferred, Session: session}, fds); err != nil {
 		return nil, err
 	}
 	// From here the child exists, or will: its exit report reaches
@@ -495,6 +520,7 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws
 		return nil, err
 	}
 	inst.timing.Launched = time.Since(inst.created)
+	fb.pid = pid
 	if fb.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return nil, fmt.Errorf("opening pidfd of %q (pid %d): %w", inst.id, pid, err)
@@ -509,7 +535,7 @@ func (z *forkServer) spawn(ctx context.Context, memoryLimit int64, warm bool, ws
 
 	if keepSync {
 		fb.sync = hello
-		inst.ws.deferred = true
+		inst.ws.deferred = deferred
 	}
 	inst.ctlIn = ctlIn
 	inst.drainOutputs(outR, errR)
@@ -585,17 +611,17 @@ func syncSocket(id string) (*os.File, *net.UnixConn, error) {
 
 // request asks the server for one child with the given descriptors, and
 // registers the child for the server's exit report.
-func (z *forkServer) request(inst *instance, warm, workspace bool, files []*os.File) error {
+func (z *forkServer) request(inst *instance, req pyrunner.ForkRequest, files []*os.File) error {
 	z.mu.Lock()
 	if z.closed {
 		z.mu.Unlock()
 		return errForkServerDown
 	}
 	z.seq++
-	seq := z.seq
-	z.pending[seq] = inst
+	req.Seq = z.seq
+	z.pending[req.Seq] = inst
 	z.mu.Unlock()
-	payload, _ := json.Marshal(pyrunner.ForkRequest{Seq: seq, Warm: warm, Workspace: workspace})
+	payload, _ := json.Marshal(req)
 	fds := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = int(f.Fd())
@@ -605,7 +631,7 @@ func (z *forkServer) request(inst *instance, warm, workspace bool, files []*os.F
 	z.sendMu.Unlock()
 	if err != nil {
 		z.mu.Lock()
-		delete(z.pending, seq)
+		delete(z.pending, req.Seq)
 		z.mu.Unlock()
 		return fmt.Errorf("%w: sending fork request: %w", errForkServerDown, err)
 	}

@@ -29,9 +29,11 @@ import (
 // (control pipes, capped output, ready, exec, reply), the wait for the
 // outcome, the counters and the verdict. What differs is its body.
 //
-// An instance serves one exec and is then destroyed. It is not safe for
-// concurrent use, except that destroy may race the end of exec and that
-// the fields under idle belong to the pool that holds it.
+// An instance serves one exec and is then destroyed, unless it is a
+// session's (session_linux.go), which serves one exec per call of the
+// session, one at a time. It is not safe for concurrent use, except that
+// destroy may race the end of exec and that the fields under idle belong
+// to the pool that holds it.
 type instance struct {
 	j       *Jail
 	id      string
@@ -45,16 +47,22 @@ type instance struct {
 	exited   chan waitDone // closed after the first process's exit is known
 	exitAt   time.Time     // when it was known; written before exited closes
 	replyAt  time.Time     // when the reply came, if it did
+	// The output of the run (a session's: of its current call), and its
+	// drain.
 	stdout   *cappedBuffer
 	stderr   *cappedBuffer
-	drained  sync.WaitGroup
+	drained  *sync.WaitGroup
 	flooded  chan struct{}
-	floodOne sync.Once
 	landlock string
 
 	// cpuAtReady is the cgroup's CPU time when the code's clock started,
-	// so that a pooled jail's boot and warm-up are not charged to the code.
+	// so that a pooled jail's boot and warm-up are not charged to the code;
+	// oomAtReady its OOM-kill count then, and peak, when set, the cgroup v2
+	// memory.peak whose reset started the run's own peak (both for a
+	// session's calls, whose jail lives on).
 	cpuAtReady uint64
+	oomAtReady uint64
+	peak       *os.File
 	// memoryLimit is the cgroup's memory limit, for verdict messages.
 	memoryLimit int64
 	// frozen: the run ended with the jail's cgroup frozen (a workspace run
@@ -65,6 +73,11 @@ type instance struct {
 	ws     workspaceMount
 	idle   idleState
 	timing Timing
+
+	// session is the session that holds the jail, nil for a single run;
+	// seq is the Seq of its current call, which its reply must carry.
+	session *session
+	seq     int64
 
 	destroyOne sync.Once
 }
@@ -127,6 +140,7 @@ func (j *Jail) newInstance(prof policy.Profile, kind Kind) *instance {
 		exited:   make(chan waitDone, 1),
 		stdout:   newCappedBuffer(int(prof.Limits.OutputBytes)),
 		stderr:   newCappedBuffer(int(prof.Limits.OutputBytes)),
+		drained:  new(sync.WaitGroup),
 		flooded:  make(chan struct{}),
 		created:  time.Now(),
 	}
@@ -137,11 +151,14 @@ func (j *Jail) newInstance(prof policy.Profile, kind Kind) *instance {
 // drainOutputs copies the jail's stdout and stderr into its capped buffers
 // until EOF, and kills the jail (through flooded) on a flood.
 func (inst *instance) drainOutputs(outR, errR *os.File) {
-	flood := func() { inst.floodOne.Do(func() { close(inst.flooded) }) }
+	// Taken now: a session gives each call fresh ones.
+	stdout, stderr, drained, flooded := inst.stdout, inst.stderr, inst.drained, inst.flooded
+	var once sync.Once
+	flood := func() { once.Do(func() { close(flooded) }) }
 	floodLimit := inst.profile.Limits.OutputBytes * floodFactor
-	inst.drained.Add(2)
-	go func() { defer inst.drained.Done(); drain(outR, inst.stdout, floodLimit, flood); outR.Close() }()
-	go func() { defer inst.drained.Done(); drain(errR, inst.stderr, floodLimit, flood); errR.Close() }()
+	drained.Add(2)
+	go func() { defer drained.Done(); drain(outR, stdout, floodLimit, flood); outR.Close() }()
+	go func() { defer drained.Done(); drain(errR, stderr, floodLimit, flood); errR.Close() }()
 }
 
 // awaitReady waits up to timeout for the runner's "ready" and reports the
@@ -249,6 +266,9 @@ type outcome struct {
 // the code are in the result; an error means the sandbox failed (or
 // errLostBeforeRun: nothing ran), or ctx ended.
 func (inst *instance) exec(ctx context.Context, req record.Request, timeout time.Duration) (*record.Result, error) {
+	if inst.session != nil {
+		return inst.session.exec(ctx, inst, req, timeout)
+	}
 	code := req.Code
 	if inst.ws.dir != "" {
 		inst.scanBefore(ctx)
@@ -260,7 +280,14 @@ func (inst *instance) exec(ctx context.Context, req record.Request, timeout time
 		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)
 	}
 	inst.ctlIn.Close()
+	res, _, err := inst.conclude(ctx, req, timeout, start)
+	return res, err
+}
 
+// conclude waits for the outcome of the code sent at start and builds its
+// result (steps 7 and 8), for exec and a session's calls alike. It returns
+// the outcome too, which a session reads to tell whether the call ended it.
+func (inst *instance) conclude(ctx context.Context, req record.Request, timeout time.Duration, start time.Time) (*record.Result, outcome, error) {
 	out, ctxErr := inst.await(ctx, timeout)
 	out.wall = time.Since(start)
 	if !inst.replyAt.IsZero() {
@@ -270,12 +297,12 @@ func (inst *instance) exec(ctx context.Context, req record.Request, timeout time
 	inst.drainOutput()
 	inst.timing.Drain = time.Since(t)
 	if ctxErr != nil {
-		return nil, fmt.Errorf("running %q: %w", inst.id, ctxErr)
+		return nil, out, fmt.Errorf("running %q: %w", inst.id, ctxErr)
 	}
 	if out.exited && out.done.err != "" && out.reply == nil && !out.timedOut && !out.flooded {
-		return nil, fmt.Errorf("%w: running %q: %s", errForkServerDown, inst.id, out.done.err)
+		return nil, out, fmt.Errorf("%w: running %q: %s", errForkServerDown, inst.id, out.done.err)
 	}
-	return inst.result(ctx, out, timeout, req.Queued), nil
+	return inst.result(ctx, out, timeout, req.Queued), out, nil
 }
 
 // await waits for the run to end: the jail's exit, its reply and EOF on
@@ -291,7 +318,12 @@ func (inst *instance) await(ctx context.Context, timeout time.Duration) (outcome
 	// the jail exits.
 	var outputsDone <-chan struct{}
 	outputs := make(chan struct{})
-	go func() { inst.drained.Wait(); close(outputs) }()
+	drained := inst.drained
+	go func() { drained.Wait(); close(outputs) }()
+	// grace bounds, for a session's call, the wait for EOF after the
+	// reply: a process the call left running (layer none) may hold its
+	// output pipes, and the session outlives the call.
+	var grace <-chan time.Time
 	messages := inst.messages
 	var ctxErr error
 wait:
@@ -306,13 +338,23 @@ wait:
 				out.messagesDone = true
 				continue
 			}
-			if m.msg.Type == "reply" && out.reply == nil {
+			// A session's replies carry their call's seq: a line that
+			// answers another call (or a forgery, in layer none) is not
+			// this call's answer.
+			if m.msg.Type == "reply" && out.reply == nil && m.msg.Seq == inst.seq {
 				out.reply, inst.replyAt = m.msg.Reply, time.Now()
 				// Returning before the exit spares the caller the kernel's
 				// teardown of a large address space (tens of ms with the
 				// scientific stack loaded).
 				outputsDone = outputs
+				if inst.session != nil {
+					grace = time.After(sessionOutputGrace)
+				}
 			}
+		case <-grace:
+			// Output written after this is dropped: the writer gets EPIPE.
+			grace = nil
+			inst.session.cutOutputs()
 		case <-outputsDone:
 			// A workspace run must leave no process that could touch the
 			// workspace after its scan. Its runner waits after its reply
@@ -320,7 +362,10 @@ wait:
 			// its teardown ends), so the whole jail freezes at once: every
 			// process of the jail is in its cgroup. Where freezing fails,
 			// the jail is killed and its exit awaited.
-			if inst.ws.dir != "" && !inst.freeze() {
+			t := time.Now()
+			frozen := inst.ws.dir == "" || inst.freeze()
+			inst.timing.Freeze = time.Since(t)
+			if !frozen {
 				inst.body.kill()
 				out.done, out.exited = <-inst.exited, true
 			}
@@ -372,6 +417,7 @@ func (inst *instance) result(ctx context.Context, out outcome, timeout, queued t
 	c := inst.readCounters()
 	inst.timing.Counters = time.Since(t)
 	res.CPUMS = int64(c.cpuNS-min(c.cpuNS, inst.cpuAtReady)) / 1e6
+	c.oomKills -= min(c.oomKills, inst.oomAtReady)
 	res.PeakMemoryBytes = int64(c.peakBytes)
 	if inst.ws.dir != "" {
 		fc := inst.changesSince(ctx)
@@ -414,7 +460,8 @@ func (inst *instance) awaitReply() *pyrunner.Reply {
 // waitDelay: a process that escaped the kill must not hang the server.
 func (inst *instance) drainOutput() {
 	ch := make(chan struct{})
-	go func() { inst.drained.Wait(); close(ch) }()
+	drained := inst.drained
+	go func() { drained.Wait(); close(ch) }()
 	select {
 	case <-ch:
 	case <-time.After(waitDelay):

@@ -249,6 +249,9 @@ for src, dfile in zip(args[0::2], args[1::2]):
 // error. A non-nil error means the sandbox failed, or ctx ended first;
 // then the error wraps ctx.Err() and the jail has been destroyed.
 func (j *Jail) Run(ctx context.Context, req record.Request) (*record.Result, error) {
+	if req.Session != "" {
+		return nil, fmt.Errorf("%w: a session needs a Pool, whose fork servers fork it", ErrSessionsUnavailable)
+	}
 	return j.run(ctx, req, coldSource{j})
 }
 

@@ -76,3 +76,12 @@ func ProbeWorkspace(string, policy.Config) policy.Layer {
 
 // SealSelf does nothing where there are no jails.
 func SealSelf() error { return nil }
+
+// CloseSession reports that no session existed: none can run here.
+func (*Pool) CloseSession(string) bool { return false }
+
+// EndSessions does nothing: no session can run here.
+func (*Pool) EndSessions(record.Profile, string, record.SessionReason) int { return 0 }
+
+// Sessions lists none.
+func (*Pool) Sessions(string) []record.SessionInfo { return nil }

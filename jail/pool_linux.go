@@ -34,6 +34,10 @@ type Pool struct {
 	pools  map[record.Profile]pooled
 	closed bool
 
+	// sessions are the stateful sessions, forked from the fork pools'
+	// servers (session_linux.go).
+	sessions *sessionTable
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -77,12 +81,20 @@ func NewPool(j *Jail, workspace string) *Pool {
 		}
 		set.kick <- struct{}{}
 	}
+	p.sessions = newSessionTable(p)
+	p.wg.Add(1)
+	go p.sessions.reap(ctx)
 	return p
 }
 
 // Run executes req on a jail of its profile's pool if it has one to give,
-// else on a cold one.
+// else on a cold one. With req.Session set it runs req in that session
+// (session_linux.go), creating it if none is live; the result's Session
+// says what the call found and whether it ended the session.
 func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, error) {
+	if req.Session != "" {
+		return p.runSession(ctx, req)
+	}
 	p.mu.Lock()
 	pl := p.pools[req.Profile]
 	p.mu.Unlock()
@@ -293,7 +305,7 @@ func (s *idleSet) refill(ctx context.Context) {
 				continue
 			}
 			budget := s.prof.Warm.MemoryBudgetBytes
-			if p.closed || (budget > 0 && s.serverBytes+s.idleBytes+inst.idle.bytes > budget) {
+			if p.closed || (budget > 0 && s.serverBytes+s.idleBytes+inst.idle.bytes > budget) || p.sharedBudgetFullLocked(inst.idle.bytes) {
 				// Over budget: keep fewer idle jails rather than more memory.
 				s.budgetLimited = !p.closed
 				p.mu.Unlock()
@@ -312,7 +324,8 @@ func (s *idleSet) refill(ctx context.Context) {
 // memory budget, from the size of the last one made.
 func (s *idleSet) overBudgetLocked() bool {
 	budget := s.prof.Warm.MemoryBudgetBytes
-	return budget > 0 && s.lastSize > 0 && s.serverBytes+s.idleBytes+s.lastSize*int64(s.starting+1) > budget
+	next := s.lastSize * int64(s.starting+1)
+	return s.lastSize > 0 && ((budget > 0 && s.serverBytes+s.idleBytes+next > budget) || s.p.sharedBudgetFullLocked(next))
 }
 
 // baseStatus is the part of the status both kinds of pool share.
@@ -368,8 +381,9 @@ func (*containerPool) acceptLocked(*instance) bool { return true }
 
 func (cp *containerPool) status() ProfileStatus { return cp.baseStatus() }
 
-// Close stops refilling and destroys every idle jail. It waits for jails
-// being made to finish, and for the teardown of finished runs.
+// Close ends every session (killing calls that run in one), stops
+// refilling and destroys every idle jail. It waits for jails being made to
+// finish, and for the teardown of finished runs.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -378,6 +392,7 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	p.sessions.close()
 	p.cancel()
 	p.wg.Wait()
 	// keepServer has closed every fork server, so their idle children are
@@ -405,7 +420,11 @@ func (p *Pool) PoolStatus() any {
 	defer p.mu.Unlock()
 	out := map[record.Profile]ProfileStatus{}
 	for name, pl := range p.pools {
-		out[name] = pl.status()
+		st := pl.status()
+		if _, ok := pl.(*forkPool); ok {
+			st.Sessions = p.sessions.status(name)
+		}
+		out[name] = st
 	}
 	return out
 }

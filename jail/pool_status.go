@@ -1,5 +1,7 @@
 package jail
 
+import "github.com/pyjail/pyjail/record"
+
 // ProfileStatus is one profile's pool state, for sandbox://status.
 type ProfileStatus struct {
 	Size          int      `json:"size"`
@@ -17,6 +19,27 @@ type ProfileStatus struct {
 	LastError     string   `json:"last_error,omitempty"`
 	// ForkServer is set for profiles whose idle jails are forked.
 	ForkServer *ForkServerStatus `json:"fork_server,omitempty"`
+	// Sessions is set for profiles whose sessions are forked (the
+	// profiles with a fork server).
+	Sessions *SessionStatus `json:"sessions,omitempty"`
+}
+
+// SessionStatus is a profile's sessions, for sandbox://status.
+type SessionStatus struct {
+	// Live counts the sessions of the profile; Busy those running a call
+	// now, Frozen those stopped by the cgroup freezer between calls.
+	Live   int `json:"live"`
+	Busy   int `json:"busy"`
+	Frozen int `json:"frozen"`
+	// MemoryBytes is the memory the live sessions held after their last
+	// calls.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// BudgetBytes is the memory budget every session and warm pool
+	// shares (0: none).
+	BudgetBytes int64 `json:"memory_budget_bytes"`
+	// Created counts the sessions made; Ended the ended ones, by reason.
+	Created int64                          `json:"created"`
+	Ended   map[record.SessionReason]int64 `json:"ended,omitempty"`
 }
 
 // ForkServerStatus is a profile's fork server, for sandbox://status.

@@ -84,6 +84,18 @@ func (j *Jail) sweepCgroups() error {
 	if p := filepath.Join("/sys/fs/cgroup", j.cfg.Policy.CgroupParent); isDir(p) {
 		parents = append(parents, p)
 	}
+	// A jail frozen between calls (a session, a warm workspace jail)
+	// cannot die of a signal, PR_SET_PDEATHSIG's included, until it is
+	// thawed: thaw every orphan on every hierarchy before killing any, or
+	// the rmdirs below find them still there.
+	for _, parent := range parents {
+		children, _ := os.ReadDir(parent)
+		for _, ch := range children {
+			if ch.IsDir() && orphaned(ch.Name()) {
+				thawCgroup(filepath.Join(parent, ch.Name()))
+			}
+		}
+	}
 	for _, parent := range parents {
 		children, err := os.ReadDir(parent)
 		if err != nil {
@@ -101,6 +113,20 @@ func (j *Jail) sweepCgroups() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// thawCgroup thaws the cgroup at dir: its freezer.state on the v1
+// freezer hierarchy, its cgroup.freeze on v2. Only one of the files
+// exists in any dir; a write to the other fails, harmlessly.
+func thawCgroup(dir string) {
+	if f, err := os.OpenFile(filepath.Join(dir, "freezer.state"), os.O_WRONLY, 0); err == nil {
+		_, _ = f.WriteString("THAWED")
+		f.Close()
+	}
+	if f, err := os.OpenFile(filepath.Join(dir, "cgroup.freeze"), os.O_WRONLY, 0); err == nil {
+		_, _ = f.WriteString("0")
+		f.Close()
+	}
 }
 
 func killCgroup(dir string) {

@@ -27,6 +27,9 @@ const (
 	EventReady Event = "ready"
 	// EventDone: the jail's run is over and the jail is destroyed.
 	EventDone Event = "done"
+	// EventCall: a session's call is over and its jail frozen again; the
+	// session's jail reports EventDone once it is destroyed.
+	EventCall Event = "call"
 )
 
 // Timing is what a jail measured of itself, delivered to Config.OnTiming
@@ -63,4 +66,8 @@ type Timing struct {
 	Reply, Exit, Drain, Counters, Destroy time.Duration
 	Wall                                  time.Duration
 	Verdict                               record.Verdict
+	// Freeze is what the cgroup freezer took to freeze the jail: a
+	// workspace run's before its change scan, a session's after each
+	// call; Thaw, at EventCall, to thaw a session's jail for the call.
+	Thaw, Freeze time.Duration
 }

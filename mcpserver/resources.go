@@ -129,6 +129,9 @@ type statusReport struct {
 	Snapshots     snapshotStatus                   `json:"snapshots"`
 	Isolation     isolationStatus                  `json:"isolation"`
 	WarmPool      any                              `json:"warm_pool,omitempty"`
+	// Sessions are the stateful sessions: the caller's, and for operators
+	// every owner's.
+	Sessions *sessionsStatus `json:"sessions"`
 	// Tenant is the caller's, over HTTP; Tenants (operators only) names
 	// every tenant the server has opened.
 	Tenant  *tenantStatus `json:"tenant,omitempty"`
@@ -244,6 +247,7 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		st.Isolation.Degraded = []string{}
 	}
 	st.ServerLimits = s.serverLimits()
+	st.Sessions = s.sessionsStatus(ctx, t.operator)
 	if !t.operator {
 		// Operator-only: the server's queue, warm pools and other tenants.
 		st.Queue = admissionStatus{Slots: queue.Slots, MaxQueued: queue.MaxQueued}

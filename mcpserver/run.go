@@ -31,6 +31,9 @@ type runArgs struct {
 	Code string `json:"code"`
 	// Timeout is in seconds; nil means the profile's default.
 	Timeout *float64 `json:"timeout,omitempty"`
+	// Session names the caller's stateful session; nil runs in a fresh
+	// jail (sessions.go).
+	Session *string `json:"session,omitempty"`
 }
 
 // runHandler serves run_python (calc profile) or run_sandbox_code
@@ -77,6 +80,18 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 			tr.Error = msg
 			return mcp.NewToolResultError(tool + ": " + msg), nil
 		}
+		var session string
+		if a.Session != nil {
+			session = *a.Session
+			msg := checkSessionName(session)
+			if msg == "" {
+				_, msg = s.sessionRunner()
+			}
+			if msg != "" {
+				tr.Error = msg
+				return mcp.NewToolResultError(tool + ": " + msg), nil
+			}
+		}
 		timeout, clampNote := runTimeout(a.Timeout, prof.Limits)
 		tr.Timeout, tr.Clamped = timeout.String(), clampNote != ""
 
@@ -85,6 +100,9 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 			return nil, err
 		}
 		rreq := record.Request{Profile: profile, Code: a.Code, Timeout: timeout}
+		if session != "" {
+			rreq.Session = sessionOwner(ctx) + "/" + session
+		}
 		if profile == record.ProfileWorkspace {
 			if t.ws == nil {
 				tr.Error = noWorkspace
@@ -146,12 +164,19 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 				tr.Error = "cancelled: " + err.Error()
 				return ctxErr(ctx, tool), nil
 			}
+			if res := sessionError(tool, err); session != "" && res != nil {
+				tr.Error = err.Error()
+				return res, nil
+			}
 			return nil, fmt.Errorf("running %s code: %w", profile, err)
 		}
 		if res == nil {
 			return nil, errors.New("running code: the runner returned no result")
 		}
 		path = res.Start
+		if session != "" {
+			res = callerSession(res, session)
+		}
 		tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
 		if !res.OK() {
 			tr.Error = res.Message
@@ -361,6 +386,11 @@ func runText(res *record.Result, note string) string {
 		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 			b.WriteByte('\n')
 		}
+	}
+	// A session's state comes first: a reset must be the first thing a
+	// model reads, before output that may look like the old state's.
+	if res.Session != nil {
+		b.WriteString(sessionText(res.Session) + "\n")
 	}
 	b.WriteString(res.Stdout)
 	if res.Truncated.Stdout {

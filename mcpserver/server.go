@@ -283,6 +283,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	gated := rpcgate.NewStdio(s.NewGate(), in, out)
 	defer gated.Close()
 	err := ss.Listen(ctx, gated, gated)
+	// The client is gone: so are its sessions (mcp-go's one stdio session
+	// is the owner of every session this transport made).
+	s.endOwnerSessions("client:stdio")
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Cancellation (SIGTERM in cmd/) is a clean shutdown.
 		return nil
@@ -303,7 +306,7 @@ const instructions = `pyjail runs untrusted Python in a fresh, throwaway Linux j
 - create_state_snapshot / restore_state_snapshot / diff_state_snapshot / list_state_snapshots / delete_state_snapshot: checkpoint the workspace and roll it back.
 - validate_json / validate_csv: check data against JSON Schema (see sandbox://schemas) or CSV column rules.
 
-Each run starts from scratch: no state survives between calls except workspace files. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
+Each run starts from scratch unless you pass session: calls with the same session name share one interpreter (variables, imports, /tmp), and every result says whether the session is new, preserved or was reset (and why). list_sessions and close_session manage them; idle sessions expire. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
 
 // serverTool pairs a tool definition with its handler.
 type serverTool struct {

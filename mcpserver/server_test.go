@@ -40,6 +40,8 @@ func TestToolsList(t *testing.T) {
 		toolWriteFile:       {false, true, true},
 		toolReadFile:        {true, false, true},
 		toolListFiles:       {true, false, true},
+		toolListSessions:    {true, false, true},
+		toolCloseSession:    {false, true, true},
 	}
 	if len(res.Tools) != len(want) {
 		t.Errorf("%d tools, want %d", len(res.Tools), len(want))

@@ -25,6 +25,8 @@ const (
 	toolWriteFile       = "write_workspace_file"
 	toolReadFile        = "read_workspace_file"
 	toolListFiles       = "list_workspace_files"
+	toolListSessions    = "list_sessions"
+	toolCloseSession    = "close_session"
 )
 
 // hints are a tool's annotations. Every field is set on every tool because
@@ -72,17 +74,23 @@ func (s *Server) tools() []serverTool {
 		overwrites   = hints{destructive: true, idempotent: true}
 	)
 	runPy := newTool(toolRunPython, "Run Python (calculator)",
-		"Run Python in a fresh jail with no file system and no network. numpy as np, pandas as pd, scipy, sympy, math, statistics, datetime, decimal, fractions, itertools and collections are ready without import; os, sys, subprocess, socket and similar modules are blocked. Returns stdout, the value of the last expression, and a record with the verdict (ok, error, rejected, timeout, cpu_limit, memory_limit, output_limit, internal_error), timings and memory. matplotlib figures come back as PNG images.",
+		"Run Python in a fresh jail with no file system and no network. numpy as np, pandas as pd, scipy, sympy, math, statistics, datetime, decimal, fractions, itertools and collections are ready without import; os, sys, subprocess, socket and similar modules are blocked. Returns stdout, the value of the last expression, and a record with the verdict (ok, error, rejected, timeout, cpu_limit, memory_limit, output_limit, internal_error), timings and memory. matplotlib figures come back as PNG images. With session (a short name), calls with the same name run in one interpreter, like notebook cells: variables, imports and /tmp persist; every result says whether the session is new, preserved or lost (and why).",
 		runCalc)
 	runPy.RawOutputSchema = rawSchema(runOutputSchema)
 	runWS := newTool(toolRunSandboxCode, "Run Python in the workspace",
-		"Run Python in a fresh jail with the shared workspace mounted read-write at /sandbox/workspace (the working directory). open() reaches only workspace files; exec, eval, dunder attributes and unapproved imports are rejected before running. Returns stdout, the last expression's value, and a record with the verdict, timings and the files created, modified and deleted.",
+		"Run Python in a fresh jail with the shared workspace mounted read-write at /sandbox/workspace (the working directory). open() reaches only workspace files; exec, eval, dunder attributes and unapproved imports are rejected before running. Returns stdout, the last expression's value, and a record with the verdict, timings and the files created, modified and deleted. With session (a short name), calls with the same name run in one interpreter that sees the workspace live; restore_state_snapshot ends such sessions.",
 		runWorkspace)
 	runWS.RawOutputSchema = rawSchema(runOutputSchema)
 
 	return []serverTool{
 		{runPy, s.runHandler(toolRunPython)},
 		{runWS, s.runHandler(toolRunSandboxCode)},
+		{newTool(toolListSessions, "List sessions",
+			"List your live Python sessions (the session argument of run_python and run_sandbox_code): name, tool, created, last used, calls, memory now, and when it expires if unused.",
+			readOnly), s.listSessions},
+		{newTool(toolCloseSession, "Close a session",
+			"End your Python session of that name in both run tools and free its memory; its variables are gone, and the next call with the name starts a new session.",
+			overwrites), s.closeSession},
 		{newTool(toolValidateJSON, "Validate JSON",
 			"Validate JSON data against a registered schema (schema_name; see sandbox://schemas) or an inline JSON Schema (schema; drafts 4 to 2020-12). data may be a JSON value, a string holding JSON text, or {\"path\": \"file.json\"} for a workspace file. Returns valid and each error's instance location, keyword location and message. Invalid data is a normal result, not a tool error.",
 			readOnly), s.validateJSON},

@@ -450,6 +450,9 @@ type restoreReport struct {
 	// Note says why Deleted is incomplete: the workspace replaced was
 	// beyond its limits.
 	Note string `json:"note,omitempty"`
+	// SessionsEnded counts the caller's run_sandbox_code sessions the
+	// restore ended (reason restored): they had the old tree attached.
+	SessionsEnded int `json:"sessions_ended"`
 }
 
 // restoreSnapshot serves restore_state_snapshot. The store makes the
@@ -478,6 +481,10 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	}
 	budget := int(s.limits.AnswerBytes / 8)
 	out := restoreReport{Snapshot: toSnapMeta(r.Meta), Unchanged: len(r.Unchanged), Note: r.Note}
+	// Still under the lock, so that no session call runs against the
+	// restored tree first: its sessions end, they do not see the new tree
+	// (sessions.go says why).
+	out.SessionsEnded = s.endRestoredSessions(ctx)
 	out.Written, out.WrittenTotal = summarizePaths(r.Written, budget)
 	out.Deleted, out.DeletedTotal = summarizePaths(r.Deleted, budget)
 	text := fmt.Sprintf("restored snapshot %s: %d file(s) written, %d deleted, %d unchanged",
@@ -485,6 +492,9 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	text += listLine("written", out.Written, out.WrittenTotal) + listLine("deleted", out.Deleted, out.DeletedTotal)
 	if out.Note != "" {
 		text += "\nnote: " + out.Note
+	}
+	if out.SessionsEnded > 0 {
+		text += fmt.Sprintf("\n%d run_sandbox_code session(s) ended (reason restored): their variables are gone; their next calls start new sessions that see the restored files", out.SessionsEnded)
 	}
 	return structured(text, out), nil
 }

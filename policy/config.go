@@ -50,6 +50,8 @@ type Config struct {
 	SchemaDir string `json:"schema_dir,omitempty"`
 	// Server bounds the host-side work of one MCP request.
 	Server ServerLimits `json:"server"`
+	// Sessions bounds the stateful sessions (SPEC §11).
+	Sessions Sessions `json:"sessions"`
 }
 
 // WorkspaceShape is the most a workspace may hold; see package
@@ -86,6 +88,7 @@ func Default() Config {
 		MaxConcurrent: 4,
 		MaxQueued:     64,
 		Server:        DefaultServerLimits(),
+		Sessions:      DefaultSessions(),
 	}
 }
 

@@ -25,6 +25,7 @@ func Checks() []Check {
 		{"paths", checkPaths},
 		{"concurrency", checkConcurrency},
 		{"server limits", checkServerLimits},
+		{"sessions", checkSessions},
 		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }

@@ -75,6 +75,11 @@ type Request struct {
 	// Workspace is the host directory mounted read-write at WorkspaceMount,
 	// or "" for none. Profiles without a workspace ignore it.
 	Workspace string
+	// Session, when set, runs the code in the stateful session of that key
+	// (SPEC §11), creating it if none is live: an opaque string chosen by
+	// the caller, who makes keys of different owners differ (mcpserver
+	// uses "<owner>/<name>"). "" runs the code in a fresh jail.
+	Session string
 }
 
 // WorkspaceMount is where the workspace appears inside the jail; it is
@@ -116,6 +121,9 @@ type Result struct {
 	Images []Image `json:"images,omitempty"`
 	// Warm reports whether a pre-started jail served the request.
 	Warm bool `json:"warm"`
+	// Session is the state of the session a session call ran in; nil for
+	// calls without one.
+	Session *SessionState `json:"session,omitempty"`
 	// Start says how the jail that ran the code was made: StartWarm,
 	// StartForked or StartCold; "" when no jail ran it (a refusal).
 	Start string `json:"start,omitempty"`

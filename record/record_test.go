@@ -17,3 +17,25 @@ func TestVerdicts(t *testing.T) {
 		t.Error("an unknown verdict is valid")
 	}
 }
+
+func TestSessionReasons(t *testing.T) {
+	seen := map[SessionReason]bool{}
+	for _, r := range SessionReasons() {
+		if !r.Valid() || seen[r] {
+			t.Errorf("reason %q invalid or repeated", r)
+		}
+		if d := r.Describe(); d == "" || d == "of "+string(r) {
+			t.Errorf("reason %q has no description", r)
+		}
+		seen[r] = true
+	}
+	// The reasons of SPEC §11 must all be there.
+	for _, r := range []SessionReason{"timeout", "memory_limit", "crashed", "expired", "closed", "evicted", "server_restart", "restored"} {
+		if !seen[r] {
+			t.Errorf("SPEC §11 reason %q is missing", r)
+		}
+	}
+	if SessionReason("bored").Valid() {
+		t.Error("an unknown reason is valid")
+	}
+}

@@ -130,6 +130,9 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer func() { _ = pool.Close() }()
 		runner = pool
 	}
+	// The pool keeps sessions (SPEC §11); mcpserver finds them through
+	// this interface.
+	var _ mcpserver.SessionRunner = pool
 	// sandbox://status shows which rootfs the jails use next to the layers.
 	host := j.Host()
 	wsProbe := workspace

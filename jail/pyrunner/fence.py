@@ -115,7 +115,7 @@ def scope_modules():
     return [(e["name"], e["module"]) for e in p.get("scope") or ()]
 
 
-def compile_user(source):
+def compile_user(source, filename=USER_FILE):
     """Parses, checks and compiles the user's source.
 
     Returns (rejections, None, None) if the layer's AST check refuses the
@@ -123,8 +123,33 @@ def compile_user(source):
     evaluates its last expression, whose value the reply carries. In a
     restricted layer the tree is rewritten after the check and compiled
     here, so no unchecked tree leaves the fence. SyntaxError propagates.
+    filename names the code in tracebacks: USER_FILE, or user_file(n) for
+    the n-th call of a session.
+
+    In a process whose user code has already run (a session's later
+    calls), user code may have rewired the ast classes the parse builds
+    the tree from, so that the checker (which reads each node's own dict)
+    and compile (which reads its attributes) would see different trees.
+    So the classes are first put back as they were before any user code
+    ran (_restore_ast), and the parse, check and compile run as the
+    fence's own work, which the hook does not judge again.
     """
-    tree = ast.parse(source, USER_FILE, "exec")
+    if not _S.hooked:
+        return _compile_checked(source, filename)
+    # What the restore takes out of the classes is released only after
+    # the check: a finalizer among it is user code, and must not run while
+    # the hook skips the fence's own events.
+    taken = []
+    _S.checking += 1
+    try:
+        _restore_ast(taken)
+        return _compile_checked(source, filename)
+    finally:
+        _S.checking -= 1
+
+
+def _compile_checked(source, filename):
+    tree = ast.parse(source, filename, "exec")
     if restricted():
         found = _Checker(_unavailable_builtins()).check(tree)
         if found:
@@ -133,9 +158,29 @@ def compile_user(source):
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    body = compile(tree, USER_FILE, "exec")
-    tail = compile(last, USER_FILE, "eval") if last is not None else None
+    body = compile(tree, filename, "exec")
+    tail = compile(last, filename, "eval") if last is not None else None
     return [], body, tail
+
+
+def user_file(n):
+    """The filename of a session's n-th call in code objects and
+    tracebacks: each call's lines stay its own."""
+    return "<code %d>" % n
+
+
+def is_user_file(name):
+    """Whether name is the filename of user code (USER_FILE or user_file)."""
+    return name == USER_FILE or (name.startswith("<code ") and name.endswith(">"))
+
+
+def protect_fds(fds):
+    """Adds fds to the descriptors no code may open once user code runs,
+    like the control pipes: a session's own channel (its sync socket, its
+    /dev/null). Only before any user code: after it, the set is fixed."""
+    if _S.user:
+        raise RuntimeError("protect_fds after user code ran")
+    _S.control_fds = _S.control_fds | frozenset(fds)
 
 
 def exercise(source):
@@ -272,6 +317,52 @@ def _attr_denied(name):
 _AST_DICT = ast.AST.__dict__["__dict__"].__get__
 _AST_FIELDS = {c: tuple(c._fields) for c in vars(ast).values()
                if isinstance(c, type) and issubclass(c, ast.AST)}
+
+# The classes themselves, as they were before any user code: a class
+# attribute the user adds or replaces (a property on ast.Attribute.attr
+# whose setter keeps a harmless name in the node's dict) would make the
+# checker, which reads node dicts, and compile, which reads attributes,
+# see different trees. The run-time compile check refuses to judge a tree
+# built from changed classes (_ast_intact), and a session's next call
+# puts them back first (_restore_ast). Dunder attributes are not in this
+# picture: setting them is refused outright (PJ002, and the hook).
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+_MISSING = object()
+_AST_SNAPSHOT = tuple((c, dict(_TYPE_DICT(c))) for c in
+                      list(_AST_FIELDS) + [ast.NodeVisitor, ast.NodeTransformer])
+
+
+def _ast_intact():
+    """Whether every ast class is as it was before any user code."""
+    for cls, snap in _AST_SNAPSHOT:
+        d = _TYPE_DICT(cls)
+        if len(d) != len(snap):
+            return False
+        for k, v in snap.items():
+            if d.get(k, _MISSING) is not v:
+                return False
+    return True
+
+
+def _restore_ast(taken):
+    """Puts every ast class back as _AST_SNAPSHOT has it. What it removes
+    goes to taken, so that nothing of the user's is freed (and no
+    finalizer of the user's runs) before the caller is done."""
+    for cls, snap in _AST_SNAPSHOT:
+        d = _TYPE_DICT(cls)
+        if len(d) == len(snap) and all(d.get(k, _MISSING) is v for k, v in snap.items()):
+            continue
+        for k in list(d):
+            if k not in snap:
+                taken.append(d[k])
+                type.__delattr__(cls, k)
+        for k, v in snap.items():
+            cur = d.get(k, _MISSING)
+            if cur is not v:
+                taken.append(cur)
+                type.__setattr__(cls, k, v)
+    if not _ast_intact():
+        raise RuntimeError("the ast classes could not be restored")
 
 
 def _fields(node):
@@ -866,6 +957,9 @@ def _hook_compile(f, args):
         if g.f_code.co_filename == "<frozen importlib._bootstrap>":
             return
         g = g.f_back
+    if not _ast_intact():
+        # The tree the check would read may not be the code that compiles.
+        raise PermissionError(_rule_msg("PJ010", what="the ast classes were changed, so no code can be checked"))
     if isinstance(src, bytes):
         try:
             src = b"".join((src,)).decode("utf-8")

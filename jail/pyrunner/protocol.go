@@ -98,6 +98,10 @@ type Boot struct {
 	// on FDForkRequests; each child isolates itself as ForkServer says and
 	// then behaves like a single-use runner that has just booted.
 	ForkServer *ForkServer `json:"fork_server,omitempty"`
+	// Session makes a runner that is not forked serve a session (see
+	// ForkRequest.Session) with FDSync as its sync socket: the runner's
+	// own tests use it. The jail forks every session's jail.
+	Session bool `json:"session,omitempty"`
 }
 
 // FDForkRequests is the fork server's request socket (SOCK_SEQPACKET). A
@@ -123,7 +127,26 @@ type ForkRequest struct {
 	// itself never has a workspace mounted, and one server serves every
 	// workspace (a restored one, another tenant's).
 	Workspace bool `json:"workspace,omitempty"`
+	// Session makes the child a session's jail: it isolates itself like
+	// any child (its workspace, if any, comes as the sixth descriptor, as
+	// a pool's idle children get theirs), keeps its sync socket, and
+	// serves one call per Exec in the same interpreter until its control
+	// pipe closes. Per call, the supervisor sends SessionPipes on the sync
+	// socket with the call's stdout and stderr write ends attached
+	// (SCM_RIGHTS), then the Exec with its Seq; the child runs the code
+	// with those on fds 1 and 2, points 1 and 2 back at /dev/null (EOF for
+	// the supervisor), and sends a reply with the same Seq. Never with
+	// Workspace.
+	Session bool `json:"session,omitempty"`
 }
+
+// FDSync is a forked child's sync socket (and, in a session, where each
+// call's output pipes come).
+const FDSync = 5
+
+// SessionPipes is the message that carries a session call's output pipes
+// on the sync socket.
+const SessionPipes = "o"
 
 // ForkExit is the fork server's report, on fd 4, that a child has ended.
 type ForkExit struct {
@@ -179,6 +202,9 @@ type Exec struct {
 	// came on the sync socket just before this message; "" for a run
 	// without a workspace.
 	Workspace string `json:"workspace,omitempty"`
+	// Seq numbers a session's calls from 1; its reply carries the same.
+	// 0 for a single run.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Message is one line on fd 4.
@@ -198,6 +224,9 @@ type Message struct {
 	// WarmupError says why the fork server's warm-up failed; the server
 	// works without it, only slower.
 	WarmupError string `json:"warmup_error,omitempty"`
+	// Seq, in a session's reply, is the Seq of the Exec it answers; a
+	// session child that cannot go on says -1 once before it exits.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Reply statuses.

@@ -44,6 +44,8 @@ class _ProcessState:
                       # privileges until then (_attach_and_drop)
         "workdir",    # a forked child's workspace as attached at fork ("" for
                       # none); None in a single-use jail, which has Boot's
+        "session",    # a session's sync socket, on which each call's output
+                      # pipes come (_serve_session); None for a single run
     )
 
 
@@ -53,6 +55,7 @@ _S.isolation = None
 _S.warm_idle = False
 _S.deferred = None
 _S.workdir = None
+_S.session = None
 
 
 # ---------------------------------------------------------------- boot ---
@@ -169,10 +172,10 @@ def _landlock(ctypes, libc, workspace):
 _OWN_FILES = (__file__, fence.__file__)
 
 
-def _register_source(code):
+def _register_source(code, filename=fence.USER_FILE):
     import linecache
     lines = code.splitlines(True)
-    linecache.cache[fence.USER_FILE] = (len(code), None, lines, fence.USER_FILE)
+    linecache.cache[filename] = (len(code), None, lines, filename)
 
 
 def _print_user_traceback(e):
@@ -180,7 +183,7 @@ def _print_user_traceback(e):
     # Show the user's frames and the libraries', never the runner's: the
     # traceback starts at the user's code and skips the guards in between.
     frames = [fs for fs in traceback.extract_tb(e.__traceback__) if fs.filename not in _OWN_FILES]
-    while frames and frames[0].filename != fence.USER_FILE:
+    while frames and not fence.is_user_file(frames[0].filename):
         frames.pop(0)
     out = []
     if frames:
@@ -238,36 +241,56 @@ def _prepare(boot):
 def _run(code, boot, prepared):
     """Checks and runs one code in this process, once: the one-shot path,
     which arms the memory limit and the fence's user phase for good."""
+    rejected, body, tail = _check_code(code, fence.USER_FILE)
+    if rejected is not None:
+        return rejected
+    _register_source(code)
+    g = _user_globals(prepared)
+    _arm(prepared)
+    return _execute(body, tail, g, boot)
+
+
+def _check_code(code, filename):
+    """The fence's check and compile of code: (reply, None, None) when the
+    code cannot run (a syntax error, a rejection), else (None, body,
+    tail)."""
     try:
-        rejections, body, tail = fence.compile_user(code)
+        rejections, body, tail = fence.compile_user(code, filename)
     except SyntaxError as e:
         import traceback
         traceback.print_exception(type(e), e, None)
-        return {"status": "error", "exit_code": 1, "exception": "SyntaxError", "message": str(e)}
+        return {"status": "error", "exit_code": 1, "exception": "SyntaxError", "message": str(e)}, None, None
     if rejections:
         for r in rejections:
             sys.stderr.write("line %d, col %d: %s\n" % (r["line"], r["col"], r["message"]))
         return {"status": "rejected", "exit_code": 1, "rejections": rejections,
-                "message": "the code was rejected by the %s profile's Python policy" % fence.layer()}
-    _register_source(code)
-    restricted = fence.restricted()
-    if restricted:
-        g = prepared["globals"]
-    else:
-        # A real __main__ module, so pickle (multiprocessing.Pool) can find
-        # functions the user defines by their qualified name.
-        import types
-        main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = __builtins__
-        sys.modules["__main__"] = main
-        g = main.__dict__
-    limit = prepared.get("address_space_limit")
+                "message": "the code was rejected by the %s profile's Python policy" % fence.layer()}, None, None
+    return None, body, tail
+
+
+def _user_globals(prepared):
+    """The globals user code runs in: the fence's (restricted layers), or
+    a real __main__ module, so that pickle (multiprocessing.Pool) can find
+    functions the user defines by their qualified name."""
+    if fence.restricted():
+        return prepared["globals"]
+    import types
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    return main.__dict__
+
+
+def _arm(prepared):
+    """Right before the first user code: the address-space limit and the
+    fence's user phase, both for good (the limit is set once; the phase is
+    never left)."""
+    limit = prepared.pop("address_space_limit", None)
     if limit:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    if restricted:
+    if fence.restricted():
         fence.enter_user_phase()
-    return _execute(body, tail, g, boot)
 
 
 def _execute(body, tail, g, boot):
@@ -282,7 +305,10 @@ def _execute(body, tail, g, boot):
         if tail is not None:
             v = eval(tail, g)
             if v is not None:
-                r = repr(v)
+                # An exact str: repr may return a str subclass of the
+                # user's, whose methods or __del__ would run later, in the
+                # runner's own code.
+                r = "".join((repr(v),))
                 cap = boot.get("value_bytes") or 65536
                 if len(r) > cap:
                     reply["value_truncated"] = True
@@ -468,11 +494,12 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
         try:
             req = json.loads(msg)
             seq, warm, workspace = int(req["seq"]), bool(req.get("warm")), bool(req.get("workspace"))
+            session = bool(req.get("session"))
         except (ValueError, KeyError, TypeError):
             seq = None
         # Five descriptors, and a sixth when the child attaches a workspace
         # mount at once (see _fork_child).
-        if seq is None or len(fds) not in (5, 6) or (len(fds) == 6 and workspace):
+        if seq is None or len(fds) not in (5, 6) or (len(fds) == 6 and workspace) or (session and workspace):
             for fd in fds:
                 os.close(fd)
             if seq is not None:
@@ -492,7 +519,7 @@ def _serve_forks(ctypes, libc, boot, cin, cout):
             continue
         if pid == 0:
             try:
-                return _fork_child(ctypes, libc, fds, sock, warm, workspace)
+                return _fork_child(ctypes, libc, fds, sock, warm, workspace, session)
             except BaseException as e:
                 try:
                     os.write(2, ("pyjail fork server: child setup failed: %s\n" % e).encode())
@@ -723,13 +750,15 @@ def _mount_table(fs):
     return table
 
 
-def _fork_child(ctypes, libc, fds, sock, warm, workspace):
+def _fork_child(ctypes, libc, fds, sock, warm, workspace, session=False):
     """A forked child's setup, before it is ready for code. Its workspace,
     for a profile with one, comes one of two ways: a sixth descriptor, a
     detached mount of the workspace its pool serves, attached here before
     the child drops its privileges; or, with workspace set (a pool that
     serves any workspace), on the sync socket with the code, and the child
-    keeps its privileges until then (_attach_and_drop)."""
+    keeps its privileges until then (_attach_and_drop). A session child
+    (session set; never with workspace) keeps its sync socket: each of its
+    calls' output pipes comes on it (_serve_session)."""
     import signal
     import socket
     signal.set_wakeup_fd(-1)
@@ -751,7 +780,8 @@ def _fork_child(ctypes, libc, fds, sock, warm, workspace):
         _S.deferred = sync
         _isolate(ctypes, libc, _S.isolation, drop=False)
     elif tree is not None:
-        sync.close()
+        if not session:
+            sync.close()
         _isolate(ctypes, libc, _S.isolation, drop=False)
         try:
             _move_mount(ctypes, libc, tree, _S.isolation["workspace"])
@@ -760,9 +790,12 @@ def _fork_child(ctypes, libc, fds, sock, warm, workspace):
         _drop_privileges(ctypes, libc, _S.isolation)
         _S.workdir = _S.isolation["workspace"]
     else:
-        sync.close()
+        if not session:
+            sync.close()
         _isolate(ctypes, libc, _S.isolation)
         _S.workdir = ""
+    if session:
+        _S.session = sync
     # An idle jail warms up after "ready", until its code arrives (main).
     _S.warm_idle = warm
     # Fork copies the server's random state: draw fresh seeds.
@@ -948,12 +981,220 @@ def _workdir(boot):
     return boot.get("workspace") or ""
 
 
+
+# ------------------------------------------------------------ sessions ---
+#
+# A session child (ForkRequest.session) is a forked child that, once
+# ready, serves many calls in one interpreter: the globals, imports and
+# /tmp of one call are there for the next. Per call, the supervisor sends
+# the call's stdout and stderr pipes on the sync socket (fd 5, SCM_RIGHTS)
+# and then an Exec line with the call's seq on fd 3; the child puts the
+# pipes on fds 1 and 2, runs the code in the session's globals, collects
+# its garbage, flushes, points fds 1 and 2 back at /dev/null (so the
+# supervisor sees EOF on both) and answers with a reply of the same seq.
+# The supervisor freezes the jail (cgroup freezer) between calls.
+#
+# Once the first call's code has run, the fence's user phase is on for
+# good: the audit hook judges every event, the runner's own included. So
+# everything the runner does between calls is prepared before any user
+# code, and none of it can be reached or rewired by user code:
+#   - it uses only callables captured up front, bound to C code: os.read,
+#     os.write, os.dup2, os.close, the sync socket's recvmsg (a bound
+#     method: patching the socket class later changes nothing), json's C
+#     scanner built over a decoder of its own, gc.collect; no library
+#     Python code runs between calls, and none of these raise an audit
+#     event (the socket family is refused to everyone, so the socket
+#     object itself was made before the user phase);
+#   - the descriptors it reads (3, 5) and writes (4), and its /dev/null,
+#     are on the fence's list of descriptors no code may open;
+#   - the collector is off from the end of a call's code until the next
+#     call's code starts, so no __del__ of the user's runs while the runner
+#     reads the next call or writes a reply (a call's young garbage is
+#     collected, and its finalizers run, before its output is detached);
+#     and nothing the runner drops between calls is the user's: the reply
+#     holds exact builtin types only;
+#   - the reply is built from exact builtin types and serialised by
+#     _dumps, which calls no library class.
+# The fence itself makes a call's code immune to what earlier calls did to
+# the ast classes (fence.compile_user). In layer none there is no fence:
+# user code owns the process, fds 3 to 5 included, and the supervisor
+# takes a session's replies, like every reply, as claims; it matches each
+# to its call by seq, and reads the verdicts of limits from the kernel.
+
+FD_SYNC = 5
+
+
+class _SessionIO:
+    """A session's channel between calls: the callables and descriptors
+    the runner uses there, captured before any user code ran."""
+
+    __slots__ = ("read", "write", "dup2", "close", "exit", "recvmsg", "scan",
+                 "null", "pending", "stdout", "stderr", "collect", "gc_off",
+                 "gc_on", "gc_enabled", "gc_was", "ancbuf")
+
+    def __init__(self, sync):
+        import gc
+        import socket
+        self.read, self.write, self.dup2, self.close, self.exit = os.read, os.write, os.dup2, os.close, os._exit
+        self.recvmsg = sync.recvmsg
+        self.ancbuf = socket.CMSG_SPACE(2 * 4)
+        self.scan = json.scanner.make_scanner(json.decoder.JSONDecoder())
+        self.collect, self.gc_off, self.gc_on, self.gc_enabled = gc.collect, gc.disable, gc.enable, gc.isenabled
+        self.gc_was = True
+        self.null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+        self.pending = b""
+        self.stdout, self.stderr = sys.stdout, sys.stderr
+        # The boot's output pipes: the supervisor reads them to EOF before
+        # the first call.
+        self._flush()
+        self.dup2(self.null, 1)
+        self.dup2(self.null, 2)
+
+    def next_call(self):
+        """Blocks until the next Exec and returns (seq, code); exits the
+        process when the supervisor has closed fd 3 (the session ends)."""
+        buf = self.pending
+        while b"\n" not in buf:
+            chunk = self.read(FD_CONTROL_IN, 1 << 16)
+            if not chunk:
+                self.exit(0)
+            buf += chunk
+        line, _, self.pending = buf.partition(b"\n")
+        try:
+            text = line.decode("utf-8")
+            req, end = self.scan(text, 0)
+        except (UnicodeDecodeError, ValueError, StopIteration):
+            req, end = None, -1
+        if type(req) is not dict or end != len(text):
+            self._fail("the Exec line is not a JSON object")
+        seq, code = req.get("seq"), req.get("code")
+        if type(seq) is not int or type(code) is not str:
+            self._fail("the Exec line lacks seq or code")
+        return seq, code
+
+    def attach_output(self):
+        """Takes the call's output pipes from the sync socket onto fds 1
+        and 2, and the runner's own stdout and stderr back into sys."""
+        msg, anc, flags, _ = self.recvmsg(16, self.ancbuf, _MSG_CMSG_CLOEXEC)
+        fds = []
+        for level, kind, data in anc:
+            if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+                for i in range(0, len(data) - len(data) % 4, 4):
+                    fds.append(int.from_bytes(data[i:i + 4], _BYTEORDER))
+        if msg != _PIPES or len(fds) != 2 or flags & _MSG_CTRUNC:
+            self._fail("expected the call's two output pipes on the sync socket")
+        self.dup2(fds[0], 1)
+        self.dup2(fds[1], 2)
+        self.close(fds[0])
+        self.close(fds[1])
+        # An earlier call may have left sys.stdout redirected (a suspended
+        # generator inside contextlib.redirect_stdout): each call's output
+        # goes to its own pipes.
+        if self.stdout.closed or self.stderr.closed:
+            self.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
+            self.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+
+    def run_user(self):
+        """Right before user code: the collector as the user left it."""
+        if self.gc_was:
+            self.gc_on()
+
+    def detach_output(self):
+        """Ends a call's output: its young garbage collected (finalizers
+        are user code, and run now, still inside the call, their output
+        in its pipes), the collector off until the next call's code, the
+        output flushed and fds 1 and 2 back on /dev/null, which closes the
+        call's pipes. Older garbage waits for a collection in a later call:
+        a full collection would walk every object the session holds, at
+        every call."""
+        try:
+            self.collect(1)
+        except BaseException:
+            pass  # a finalizer that raised; it ran in this call
+        self.gc_was = self.gc_enabled()
+        self.gc_off()
+        self._flush()
+        self.dup2(self.null, 1)
+        self.dup2(self.null, 2)
+
+    def send_reply(self, seq, reply):
+        data = (_dumps({"type": "reply", "seq": seq, "reply": reply}) + "\n").encode("utf-8")
+        while data:
+            data = data[self.write(FD_CONTROL_OUT, data):]
+
+    def _flush(self):
+        for f in (self.stdout, self.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+
+    def _fail(self, why):
+        self.write(FD_CONTROL_OUT, (_dumps({"type": "reply", "seq": -1, "reply": {
+            "status": "internal", "message": "session: " + why, "exit_code": 125}}) + "\n").encode("utf-8"))
+        self.exit(125)
+
+
+# What _SessionIO compares against, captured before any user code.
+_SOL_SOCKET, _SCM_RIGHTS = 1, 1
+_MSG_CMSG_CLOEXEC, _MSG_CTRUNC = 0x40000000, 0x8
+_BYTEORDER = sys.byteorder
+_PIPES = b"o"
+
+
+def _serve_session(boot, prepared, err):
+    """Serves a session's calls until the supervisor closes fd 3: the
+    process exits then, or when the supervisor kills it. See the section
+    comment above for what holds between calls."""
+    # What a call may need of the standard library, imported while no
+    # user code has run yet (an import later is judged by the hook, and
+    # finds whatever user code did to the import path's libraries).
+    import base64  # noqa: F401 (figures)
+    import io as _io  # noqa: F401
+    import linecache  # noqa: F401
+    import traceback  # noqa: F401
+    import types  # noqa: F401
+    io = _SessionIO(_S.session)
+    fence.protect_fds((FD_SYNC, io.null))
+    g = None
+    n = 0
+    while True:
+        seq, code = io.next_call()
+        n += 1
+        io.attach_output()
+        if err is not None:
+            reply = {"status": "internal", "message": err, "exit_code": 1}
+        else:
+            try:
+                rejected, body, tail = _check_code(code, fence.user_file(n))
+                if rejected is not None:
+                    reply = rejected
+                else:
+                    _register_source(code, fence.user_file(n))
+                    if g is None:
+                        g = _user_globals(prepared)
+                    _arm(prepared)
+                    io.run_user()
+                    reply = _execute(body, tail, g, boot)
+            except BaseException as e:
+                reply = {"status": "internal", "exception": _type_name(e),
+                         "message": "".join(("runner: ", str(e)))[:1000], "exit_code": 1}
+        io.detach_output()
+        io.send_reply(seq, reply)
+
+
 def main():
     ctypes, libc = _libc()
     _die_with_parent(libc)
     cin = os.fdopen(FD_CONTROL_IN, "r")
     cout = os.fdopen(FD_CONTROL_OUT, "w")
     boot = _read_msg(cin)
+    if boot.get("session") and not boot.get("fork_server"):
+        # A session that was not forked (the runner's own tests): fd 5 is
+        # its sync socket.
+        import socket
+        _S.session = socket.socket(fileno=FD_SYNC)
     ready = {"type": "ready"}
     err = fence.boot_error(boot)
     if err is None:
@@ -981,6 +1222,10 @@ def main():
             err = "preparing the run: %s: %s" % (type(e).__name__, e)
     if _S.warm_idle and not warm_err and not _readable(cin):
         _send(cout, {"type": "warmed"})
+    if _S.session is not None:
+        if _workdir(boot):
+            os.chdir(_workdir(boot))
+        _serve_session(boot, prepared, err)  # never returns
     req = _read_msg(cin)
     cin.close()
     workdir = _workdir(boot)

@@ -170,7 +170,9 @@ export function leftoverMounts(env) {
 /**
  * Per-jail entries left in the state dir: anything in containers/ (one
  * libcontainer state dir per jail) and anything else than the per-server
- * containers/, rootfs/ and the installed runner (runner-<hash>).
+ * containers/, rootfs/, the installed runner (runner-<hash>) and sessions/
+ * (the keys of live sessions, kept so that the next server can say
+ * server_restart to them).
  */
 export function leftoverState(stateDir) {
   if (!fs.existsSync(stateDir)) return [];
@@ -178,7 +180,7 @@ export function leftoverState(stateDir) {
   for (const e of fs.readdirSync(stateDir)) {
     if (e === 'containers') {
       for (const c of fs.readdirSync(path.join(stateDir, e))) out.push(`containers/${c}`);
-    } else if (e !== 'rootfs' && !/^runner-[0-9a-f]+$/.test(e)) {
+    } else if (e !== 'rootfs' && e !== 'sessions' && !/^runner-[0-9a-f]+$/.test(e)) {
       out.push(e);
     }
   }

@@ -13,10 +13,12 @@ import { describePids, show, startServer, text } from './harness.mjs';
 const sha256 = (b) => createHash('sha256').update(b).digest('hex');
 
 const TOOL_NAMES = [
+  'close_session',
   'create_state_snapshot',
   'delete_state_snapshot',
   'diff_state_snapshot',
   'list_state_snapshots',
+  'list_sessions',
   'list_workspace_files',
   'read_workspace_file',
   'restore_state_snapshot',

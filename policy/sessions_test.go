@@ -1,0 +1,48 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSessions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		json    string
+		wantErr string
+		check   func(Sessions) bool
+	}{
+		"defaults": {json: `{}`, check: func(s Sessions) bool { return s == DefaultSessions() && s.Enabled() }},
+		"overlay": {json: `{"sessions": {"idle_ttl": "2s", "max_per_owner": 2}}`, check: func(s Sessions) bool {
+			return s.IdleTTL.D() == 2*time.Second && s.MaxPerOwner == 2 && s.MaxAge.D() == 4*time.Hour && s.MaxTotal == 64
+		}},
+		"off":                 {json: `{"sessions": {"max_total": 0}}`, check: func(s Sessions) bool { return !s.Enabled() }},
+		"no budget":           {json: `{"sessions": {"memory_budget_bytes": 0}}`, check: func(s Sessions) bool { return s.MemoryBudgetBytes == 0 }},
+		"ttl too short":       {json: `{"sessions": {"idle_ttl": "10ms"}}`, wantErr: "idle_ttl"},
+		"age too long":        {json: `{"sessions": {"max_age": "400h"}}`, wantErr: "max_age"},
+		"owner above total":   {json: `{"sessions": {"max_total": 4, "max_per_owner": 5}}`, wantErr: "max_per_owner"},
+		"negative total":      {json: `{"sessions": {"max_total": -1}}`, wantErr: "max_total"},
+		"tiny budget":         {json: `{"sessions": {"memory_budget_bytes": 1024}}`, wantErr: "memory_budget_bytes"},
+		"unknown field":       {json: `{"sessions": {"ttl": "1s"}}`, wantErr: "ttl"},
+		"per owner below one": {json: `{"sessions": {"max_per_owner": 0}}`, wantErr: "max_per_owner"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Load([]byte(tc.json))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Load: err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(cfg.Sessions) {
+				t.Errorf("sessions = %+v", cfg.Sessions)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
