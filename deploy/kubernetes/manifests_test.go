@@ -216,8 +216,10 @@ func TestAPIServerRules(t *testing.T) {
 // itself is not imported: its module brings in the API server and
 // client-go.
 func TestPodSecurityBaseline(t *testing.T) {
-	baselineCaps := []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+	baselineCaps := []string{
+		"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+	}
 	spec := baseDeployment(t).Spec.Template.Spec
 	userns := spec.HostUsers != nil && !*spec.HostUsers
 	if sp := spec.SecurityContext.SeccompProfile; sp != nil && sp.Type == corev1.SeccompProfileTypeUnconfined {
