@@ -76,6 +76,26 @@ const cases = [
     args: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2, 4])\nplt.savefig('plot.png')" },
     check: (r) => r.content?.some((c) => c.type === 'image' && c.mimeType === 'image/png') && r.structuredContent?.files?.created?.length + r.structuredContent?.files?.modified?.length >= 1,
   },
+  // Sessions (issue 14): a call in a session that exists, and the first
+  // call of a new session (closed again after each measured call, outside
+  // the timing), against the warm sessionless print(1+1) above.
+  {
+    name: 'run_python session print(x)',
+    tool: 'run_python',
+    setup: async (srv) => {
+      const r = await srv.call('run_python', { code: 'x = 41', session: 'bench' });
+      if (r.isError) throw new Error(`starting the session: ${text(r)}`);
+    },
+    args: { code: 'print(x)', session: 'bench' },
+    check: (r) => r.structuredContent?.stdout?.trim() === '41' && r.structuredContent?.session?.state === 'preserved',
+  },
+  {
+    name: 'run_python first call of a session',
+    tool: 'run_python',
+    args: (i) => ({ code: 'print(1+1)', session: `first-${i}` }),
+    after: (srv, i) => srv.call('close_session', { session: `first-${i}` }),
+    check: (r) => r.structuredContent?.stdout?.trim() === '2' && r.structuredContent?.session?.state === 'new',
+  },
 ];
 
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
@@ -112,15 +132,20 @@ async function latency(srv, c) {
   if (c.setup) await c.setup(srv);
   // Warm-up calls are not measured; the measured calls start from a full,
   // warmed pool, as after any pause.
-  for (let i = 0; i < 5; i++) await srv.call(c.tool, c.args);
+  const argsOf = (i) => (typeof c.args === 'function' ? c.args(i) : c.args);
+  for (let i = 0; i < 5; i++) {
+    await srv.call(c.tool, argsOf(-1 - i));
+    if (c.after) await c.after(srv, -1 - i);
+  }
   if (!NO_WARM) await waitWarm(srv);
   const ms = [];
   let failures = 0;
   for (let i = 0; i < CALLS; i++) {
     if (GAP_MS > 0) await sleep(GAP_MS);
     const t0 = process.hrtime.bigint();
-    const r = await srv.call(c.tool, c.args);
+    const r = await srv.call(c.tool, argsOf(i));
     ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    if (c.after) await c.after(srv, i);
     if (r.isError || !c.check(r)) {
       failures++;
       if (failures <= 3) console.error(`${c.name}: unexpected result ${JSON.stringify(r).slice(0, 400)}`);
