@@ -161,20 +161,27 @@ func sessionText(st *record.SessionState) string {
 }
 
 // lostPhrase says why the previous session ended, in the past.
-func lostPhrase(r record.SessionReason) string {
+func lostPhrase(r record.SessionReason) string { return callPhrase(r, "the previous call") }
+
+// endPhrase says why this call ended its session.
+func endPhrase(r record.SessionReason) string { return callPhrase(r, "this call") }
+
+// callPhrase says what call (a noun phrase) did to end its session, or,
+// for a reason no call causes, why the session ended.
+func callPhrase(r record.SessionReason, call string) string {
 	switch r {
 	case record.ReasonTimeout:
-		return "the previous call ran past its time limit"
+		return call + " ran past its time limit"
 	case record.ReasonMemoryLimit:
-		return "the previous call hit the memory limit"
+		return call + " hit the memory limit"
 	case record.ReasonCPULimit:
-		return "the previous call used up its CPU time"
+		return call + " used up its CPU time"
 	case record.ReasonOutputLimit:
-		return "the previous call wrote so much output that it was stopped"
+		return call + " wrote so much output that it was stopped"
 	case record.ReasonCrashed:
-		return "the interpreter exited or crashed during the previous call"
+		return "the interpreter exited or crashed during " + call
 	case record.ReasonCancelled:
-		return "the previous call was cancelled while it ran"
+		return call + " was cancelled while it ran"
 	}
 	return describeEnd(r)
 }
@@ -186,25 +193,6 @@ func describeEnd(r record.SessionReason) string {
 		return "the session " + d
 	}
 	return r.Describe()
-}
-
-// endPhrase says why this call ended its session.
-func endPhrase(r record.SessionReason) string {
-	switch r {
-	case record.ReasonTimeout:
-		return "this call ran past its time limit"
-	case record.ReasonMemoryLimit:
-		return "this call hit the memory limit"
-	case record.ReasonCPULimit:
-		return "this call used up its CPU time"
-	case record.ReasonOutputLimit:
-		return "this call wrote so much output that it was stopped"
-	case record.ReasonCrashed:
-		return "the interpreter exited or crashed during this call"
-	case record.ReasonCancelled:
-		return "this call was cancelled while it ran"
-	}
-	return describeEnd(r)
 }
 
 // sessionArgs are the arguments of close_session.
