@@ -17,8 +17,8 @@ const TOOL_NAMES = [
   'create_state_snapshot',
   'delete_state_snapshot',
   'diff_state_snapshot',
-  'list_state_snapshots',
   'list_sessions',
+  'list_state_snapshots',
   'list_workspace_files',
   'read_workspace_file',
   'restore_state_snapshot',
@@ -67,11 +67,11 @@ describe('tools/list', () => {
       assert.equal(t.inputSchema.type, 'object', t.name);
       assert.ok(t.description && t.description.length > 20, `${t.name} has a description`);
     }
-    assert.deepEqual(props('run_python'), ['code', 'timeout']);
+    assert.deepEqual(props('run_python'), ['code', 'session', 'timeout']);
     assert.deepEqual(req('run_python'), ['code']);
     assert.equal(byName.run_python.inputSchema.properties.code.type, 'string');
     assert.equal(byName.run_python.inputSchema.properties.timeout.type, 'number');
-    assert.deepEqual(props('run_sandbox_code'), ['code', 'timeout']);
+    assert.deepEqual(props('run_sandbox_code'), ['code', 'session', 'timeout']);
     assert.deepEqual(req('run_sandbox_code'), ['code']);
     assert.deepEqual(props('validate_json'), ['data', 'schema', 'schema_name']);
     assert.deepEqual(req('validate_json'), ['data']);
