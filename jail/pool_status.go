@@ -37,6 +37,9 @@ type SessionStatus struct {
 	// BudgetBytes is the memory budget every session and warm pool
 	// shares (0: none).
 	BudgetBytes int64 `json:"memory_budget_bytes"`
+	// Spare is 1 while a session jail is forked ahead for the profile's
+	// next new session without a workspace.
+	Spare int `json:"spare"`
 	// Created counts the sessions made; Ended the ended ones, by reason.
 	Created int64                          `json:"created"`
 	Ended   map[record.SessionReason]int64 `json:"ended,omitempty"`

@@ -99,8 +99,29 @@ type sessionTable struct {
 	ends     map[record.Profile]map[record.SessionReason]int64
 	gen      int64 // of live, for the keys file
 
+	// spares hold one session jail per profile forked ahead for the next
+	// new session without a workspace, and making the profiles whose
+	// spare is being forked: guarded by mu.
+	spares map[record.Profile]*spareJail
+	making map[record.Profile]bool
+
 	fileMu  sync.Mutex
 	written int64
+}
+
+// spareJail is a session jail forked before any session asked for it.
+// Forking one (new namespaces, cgroup, /proc, the seccomp filter) is most
+// of a first call's time, tens of milliseconds against a warm call's one
+// or two; a spare makes the next new session of its profile cost about a
+// warm call. It is used only by the server that forked it and only with
+// the memory limit it was made with, and never for a workspace session,
+// whose jail must have its tenant's workspace attached at fork. A spare
+// is not counted against the session caps or budget: it is at most one
+// idle jail per profile, made only once the profile has had a session.
+type spareJail struct {
+	inst   *instance
+	server *forkServer
+	memory int64
 }
 
 // session is one live session. Its turn is held by whoever uses its jail:
@@ -153,6 +174,8 @@ func newSessionTable(p *Pool) *sessionTable {
 		ended:   map[sessionKey]tombstone{},
 		created: map[record.Profile]int64{},
 		ends:    map[record.Profile]map[record.SessionReason]int64{},
+		spares:  map[record.Profile]*spareJail{},
+		making:  map[record.Profile]bool{},
 	}
 	t.loadOrphans()
 	return t
@@ -410,9 +433,19 @@ func (t *sessionTable) fork(ctx context.Context, prof policy.Profile, req record
 			if prof.Workspace {
 				ws = req.Workspace
 			}
-			inst, err := z.spawnSession(ctx, lowerMemory(prof, req), childWorkspace{dir: ws})
+			memory := lowerMemory(prof, req)
+			if ws == "" {
+				if inst := t.takeSpare(prof.Name, z, memory); inst != nil {
+					t.makeSpare(prof.Name, z, memory)
+					return inst, nil
+				}
+			}
+			inst, err := z.spawnSession(ctx, memory, childWorkspace{dir: ws})
 			if err != nil {
 				return nil, fmt.Errorf("forking a session jail of profile %q: %w", prof.Name, err)
+			}
+			if ws == "" {
+				t.makeSpare(prof.Name, z, memory)
 			}
 			return inst, nil
 		}
@@ -426,6 +459,65 @@ func (t *sessionTable) fork(ctx context.Context, prof policy.Profile, req record
 		}
 	}
 }
+
+// takeSpare returns profile's spare session jail if server forked it with
+// memory as its limit and it is still alive, or nil. A spare that does not
+// fit is destroyed.
+func (t *sessionTable) takeSpare(profile record.Profile, server *forkServer, memory int64) *instance {
+	t.mu.Lock()
+	sp := t.spares[profile]
+	delete(t.spares, profile)
+	t.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	if sp.server != server || sp.memory != memory || sp.inst.dead() || !server.alive() {
+		t.dropSpare(sp)
+		return nil
+	}
+	server.sessions.Add(1)
+	return sp.inst
+}
+
+// makeSpare forks profile's next spare in the background, unless it has
+// one, one is being made, or the table is closed.
+func (t *sessionTable) makeSpare(profile record.Profile, server *forkServer, memory int64) {
+	t.mu.Lock()
+	if t.closed || t.spares[profile] != nil || t.making[profile] {
+		t.mu.Unlock()
+		return
+	}
+	t.making[profile] = true
+	// Under mu, after the closed check: close waits for this fork.
+	t.settles.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.settles.Done()
+		inst, err := server.spawnSession(context.Background(), memory, childWorkspace{})
+		if err == nil {
+			// A spare does not hold its server up as a session does: a
+			// recycled server retires on schedule, and its spare with it.
+			server.sessions.Add(-1)
+		}
+		t.mu.Lock()
+		t.making[profile] = false
+		if err == nil && !t.closed && t.spares[profile] == nil {
+			t.spares[profile] = &spareJail{inst: inst, server: server, memory: memory}
+			inst = nil
+		}
+		t.mu.Unlock()
+		if err != nil {
+			t.p.j.log.Debug("forking a spare session jail", logKeyProfile, profile, "err", err)
+			return
+		}
+		if inst != nil {
+			t.dropSpare(&spareJail{inst: inst, server: server, memory: memory})
+		}
+	}()
+}
+
+// dropSpare destroys a spare session jail.
+func (t *sessionTable) dropSpare(sp *spareJail) { t.p.j.teardown(sp.inst) }
 
 // exec runs one call of the session in its jail: it hands the runner the
 // call's output pipes and the code, and reads the outcome as a single run
@@ -861,6 +953,13 @@ func (t *sessionTable) close() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.settles.Wait()
+	t.mu.Lock()
+	spares := t.spares
+	t.spares = map[record.Profile]*spareJail{}
+	t.mu.Unlock()
+	for _, sp := range spares {
+		t.dropSpare(sp)
+	}
 }
 
 // standing is the session state of a call that no jail ran (refused
@@ -936,6 +1035,9 @@ func (t *sessionTable) status(profile record.Profile) *SessionStatus {
 		if len(s.turn) > 0 {
 			st.Busy++
 		}
+	}
+	if t.spares[profile] != nil {
+		st.Spare = 1
 	}
 	if ends := t.ends[profile]; len(ends) > 0 {
 		st.Ended = make(map[record.SessionReason]int64, len(ends))

@@ -634,3 +634,46 @@ func TestSessionEscapeCorpus(t *testing.T) {
 		})
 	}
 }
+
+// spareSessions is the calc profile's count of spare session jails.
+func spareSessions(p *jail.Pool) int {
+	st := p.PoolStatus().(map[record.Profile]jail.ProfileStatus)[record.ProfileCalc]
+	if st.Sessions == nil {
+		return -1
+	}
+	return st.Sessions.Spare
+}
+
+// waitSpare waits until the calc profile has a spare session jail.
+func waitSpare(t *testing.T, p *jail.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(slow(10 * time.Second))
+	for spareSessions(p) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spare session jail: %+v", p.PoolStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSessionSpare: once a profile has had a session, a session jail is
+// forked ahead for the next new one; that session starts from nothing like
+// any other, and a new spare follows it. Closing the pool destroys the
+// spare (openPool's cleanup checks that no jail is left).
+func TestSessionSpare(t *testing.T) {
+	p, _ := newSessionPool(t, nil)
+	if n := spareSessions(p); n != 0 {
+		t.Errorf("a spare before any session: %d", n)
+	}
+	a := sessionKey(t, "a")
+	wantState(t, runIn(t, p, sessionCall{key: a, code: "x = 1"}), record.SessionNew, "", 1, "")
+	waitSpare(t, p)
+	b := sessionKey(t, "b")
+	res := runIn(t, p, sessionCall{key: b, code: "try:\n    x\n    seen = True\nexcept NameError:\n    seen = False\nseen"})
+	wantState(t, res, record.SessionNew, "", 1, "")
+	wantValue(t, res, "False")
+	waitSpare(t, p)
+	res = runIn(t, p, sessionCall{key: a, code: "x + 1"})
+	wantValue(t, res, "2")
+	wantState(t, res, record.SessionPreserved, "", 2, "")
+}
