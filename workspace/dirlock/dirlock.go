@@ -28,6 +28,8 @@ type Lock struct {
 	path string
 	mu   sync.RWMutex
 	err  error // wraps ErrUnsupported when the filesystem has no locks
+	// local is a Lock without a file (Local).
+	local bool
 }
 
 // Open returns the Lock of path, creating the file (mode 0600) if it is
@@ -47,9 +49,16 @@ func Open(path string) (*Lock, error) {
 	return l, nil
 }
 
+// Local returns a Lock that excludes within this process only, for state
+// no other process shares (a stdio server's own workspace). Its Err is nil.
+func Local() *Lock { return &Lock{local: true} }
+
 // Err returns nil when the Lock excludes other processes, or an error
 // wrapping ErrUnsupported that says why it cannot.
 func (l *Lock) Err() error { return l.err }
+
+// CrossProcess reports whether the Lock excludes other processes too.
+func (l *Lock) CrossProcess() bool { return !l.local && l.err == nil }
 
 // Path returns the lock file.
 func (l *Lock) Path() string { return l.path }
@@ -73,7 +82,7 @@ func (l *Lock) acquire(ctx context.Context, exclusive bool) (func(), error) {
 	if err := lockWithContext(ctx, lockMu, unlockMu); err != nil {
 		return nil, err
 	}
-	if l.err != nil {
+	if l.err != nil || l.local {
 		return onceFunc(unlockMu), nil
 	}
 	f, err := l.lockFile(ctx, exclusive)
