@@ -150,6 +150,9 @@ type Server struct {
 	local     *tenant
 	tenantsMu sync.Mutex
 	tenants   map[string]*tenant
+	// opening marks the tenants being opened; the channel closes when
+	// the opening ends, either way.
+	opening map[string]chan struct{}
 	// lockWarn says once that the data directory has no cross-process
 	// locks.
 	lockWarn sync.Once
@@ -214,6 +217,7 @@ func New(cfg Config) (*Server, error) {
 		s.validator = s.ownPool
 	}
 	s.tenants = map[string]*tenant{}
+	s.opening = map[string]chan struct{}{}
 	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local()}
 	if cfg.Workspace != "" {
 		s.local.snapDir = cfg.SnapshotDir

@@ -96,16 +96,37 @@ func (s *Server) tenant(ctx context.Context) (*tenant, error) {
 		}
 		return s.local, nil
 	}
+	for {
+		s.tenantsMu.Lock()
+		if t := s.tenants[id.Name]; t != nil {
+			// Quotas and the operator flag follow the tokens file, which is
+			// reloaded while the server runs.
+			t.operator = id.Operator
+			t.setQuota(s.effectiveQuota(id.Quota))
+			s.tenantsMu.Unlock()
+			return t, nil
+		}
+		opening := s.opening[id.Name]
+		if opening == nil {
+			break // this call opens it, with tenantsMu held
+		}
+		// Opening waits for the tenant's lock, which another replica's
+		// restore may hold: wait for it without holding up other tenants.
+		s.tenantsMu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("opening tenant %q: %w", id.Name, ctx.Err())
+		}
+	}
+	done := make(chan struct{})
+	s.opening[id.Name] = done
+	s.tenantsMu.Unlock()
+	t, err := s.openTenant(ctx, id)
 	s.tenantsMu.Lock()
 	defer s.tenantsMu.Unlock()
-	if t := s.tenants[id.Name]; t != nil {
-		// Quotas and the operator flag follow the tokens file, which is
-		// reloaded while the server runs.
-		t.operator = id.Operator
-		t.setQuota(s.effectiveQuota(id.Quota))
-		return t, nil
-	}
-	t, err := s.openTenant(ctx, id)
+	delete(s.opening, id.Name)
+	close(done)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +197,9 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 	// Exclusive: opening the snapshot store finishes or undoes a restore
 	// that a dead replica interrupted, and must not mistake a live
 	// replica's restore for one.
-	unlock, err := t.lock.Lock(ctx)
+	lctx, cancel := context.WithTimeout(ctx, maxLockWait)
+	defer cancel()
+	unlock, err := t.lock.Lock(lctx)
 	if err != nil {
 		return nil, fmt.Errorf("locking tenant %q: %w", id.Name, err)
 	}
