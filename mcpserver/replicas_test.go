@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/dirlock"
 )
 
@@ -229,5 +230,40 @@ func mustWriteFile(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReplicasRestoreEndsSessionsElsewhere: a restore on one replica
+// swaps in a new workspace directory that the other replica's sessions
+// do not have attached; that replica ends them (reason restored) at its
+// next call on the tenant's workspace.
+func TestReplicasRestoreEndsSessionsElsewhere(t *testing.T) {
+	dataDir := t.TempDir()
+	requireLocks(t, dataDir)
+	var runners [2]*fakeSessions
+	var hs [2]*harness
+	for i := range hs {
+		runners[i] = &fakeSessions{live: map[string]*record.SessionInfo{}}
+		hs[i] = newHarness(t, func(c *Config) { c.DataDir, c.Runner = dataDir, runners[i] })
+	}
+	alice := tokens.Tenant{Name: "alice"}
+	if res := callAs(t, t.Context(), hs[1], alice, toolRunSandboxCode, map[string]any{"code": "1", "session": "ws"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	snap := structuredAs[snapMeta](t, callAs(t, t.Context(), hs[0], alice, toolCreateSnapshot, map[string]any{}))
+	if res := callAs(t, t.Context(), hs[0], alice, toolRestoreSnapshot, map[string]any{"snapshot_id": snap.ID}); res.IsError {
+		t.Fatal(text(res))
+	}
+	if got := len(runners[1].Sessions("")); got != 1 {
+		t.Fatalf("replica 1 has %d sessions before its next call, want 1", got)
+	}
+	if res := callAs(t, t.Context(), hs[1], alice, toolWriteFile, map[string]any{"path": "x", "content": "y"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	if got := runners[1].Sessions(""); len(got) != 0 {
+		t.Errorf("replica 1 still has %+v after another replica's restore", got)
+	}
+	if n := len(runners[1].ended); n == 0 || !strings.HasSuffix(runners[1].ended[n-1], "tenant:alice/ restored") {
+		t.Errorf("replica 1 ended %q, want the tenant's workspace sessions with reason restored", runners[1].ended)
 	}
 }
