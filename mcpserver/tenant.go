@@ -241,16 +241,25 @@ func (s *Server) lockWorkspace(ctx context.Context, t *tenant, exclusive bool) (
 	if err != nil {
 		return nil, err
 	}
-	if t.snaps == nil || !t.snaps.Interrupted() {
+	if t.snaps == nil || !t.lock.CrossProcess() || !t.snaps.Interrupted() {
 		s.checkRestoredElsewhere(ctx, t)
 		return unlock, nil
 	}
 	unlock()
-	if unlock, err = s.lockWorkspace(ctx, t, true); err != nil {
+	exUnlock, err := s.lockWorkspace(ctx, t, true)
+	if err != nil {
 		return nil, err
 	}
-	unlock()
-	return s.lockWorkspace(ctx, t, false)
+	exUnlock()
+	// Once, not in a loop (a journal Recover could not clear would spin):
+	// a restore another replica starts in between holds the lock
+	// exclusively until it is done; only its dying in that instant would
+	// leave the journal for the next call.
+	if unlock, err = t.lock.RLock(ctx); err != nil {
+		return nil, err
+	}
+	s.checkRestoredElsewhere(ctx, t)
+	return unlock, nil
 }
 
 // maxLockWait bounds how long a tool other than a run waits for the
