@@ -25,6 +25,9 @@
 // session and gets 404 without running anything; an initialize just makes
 // its session elsewhere.
 //
+// A replica is killed halfway through a restore of 2,000 files; another
+// replica must then see the old tree or the snapshot, whole.
+//
 // The test checks that every call either succeeded or failed in a way the
 // client acts on (404: new session; 502/503/504 or a connection cut: new
 // session and the call retried); that each client's ledger of its
@@ -286,6 +289,38 @@ async function worker(i, url, token, until, stats) {
   return { ledger };
 }
 
+// The kill lands in a restore: a tenant of its own with BIG_FILES files
+// of BIG_SIZE bytes, all one letter, so that a mix of the two trees shows.
+const BIG_FILES = 2000;
+const BIG_SIZE = 4096;
+const bigCode = (letter) => `for i in range(${BIG_FILES}):\n    open(f'f{i}.dat', 'w').write(${JSON.stringify(letter)} * ${BIG_SIZE})`;
+// Prints the workspace as [(letter, count)], 'mixed' for a torn file.
+const bigCheck = `n = {}
+for i in range(${BIG_FILES}):
+    s = open(f'f{i}.dat').read()
+    k = s[:1] if len(s) == ${BIG_SIZE} and s == s[:1] * len(s) else 'mixed'
+    n[k] = n.get(k, 0) + 1
+print(sorted(n.items()))`;
+const bigState = (letter) => `[('${letter}', ${BIG_FILES})]\n`;
+
+/**
+ * Fills the big tenant's workspace with 'S' files and snapshots it, then
+ * with 'B' files, and times one restore (to aim the kill), leaving 'B'.
+ */
+async function prepareBig(url, token) {
+  const c = await connect(url, token, 'big');
+  await c.call('run_sandbox_code', { code: bigCode('S'), timeout: 30 });
+  const snapS = await c.call('create_state_snapshot', { description: 'S' });
+  await c.call('run_sandbox_code', { code: bigCode('B'), timeout: 30 });
+  const snapB = await c.call('create_state_snapshot', { description: 'B' });
+  const t0 = Date.now();
+  await c.call('restore_state_snapshot', { snapshot_id: snapS.id });
+  const restoreMs = Date.now() - t0;
+  await c.call('restore_state_snapshot', { snapshot_id: snapB.id });
+  await c.close();
+  return { snapS: snapS.id, restoreMs };
+}
+
 /** Calls of run_python per second through url, CLIENTS clients for ms. */
 async function throughput(url, tokens, ms) {
   const until = Date.now() + ms;
@@ -328,7 +363,7 @@ test('three replicas behind nginx survive a SIGKILL', { timeout: 170_000 }, asyn
   let nginx;
   let nginx1;
   try {
-    replicas.push(await startHTTPServer({ env, dataDir, tokensFile, tenants }));
+    replicas.push(await startHTTPServer({ env, dataDir, tokensFile, tenants: [...tenants, 'big'] }));
     const { tokens } = replicas[0];
     for (let r = 1; r < REPLICAS; r++) replicas.push(await startHTTPServer({ env, dataDir, tokensFile, tokens, tenants: [] }));
     nginx = await startNginx(path.join(ngDir, 'three'), replicas.map((r) => r.port));
@@ -344,6 +379,13 @@ test('three replicas behind nginx survive a SIGKILL', { timeout: 170_000 }, asyn
     await nginx1.stop();
     nginx1 = undefined;
 
+    const big = await prepareBig(replicas[1].url, tokens.big);
+    // Replica 0 opens the tenant now, so that what clears the dead
+    // restore's leftovers below is its live recovery, not its Open.
+    const bigOpen = await connect(replicas[0].url, tokens.big, 'big-open');
+    await bigOpen.call('list_state_snapshots', {});
+    await bigOpen.close();
+
     // The chaos: eight clients; a replica SIGKILLed at a third of the
     // time, a new one on its port at half.
     const runsBefore = [];
@@ -355,9 +397,23 @@ test('three replicas behind nginx survive a SIGKILL', { timeout: 170_000 }, asyn
     const until = Date.now() + CHAOS_MS;
     const work = tenants.map((n, i) => worker(i, nginx.url, tokens[n], until, stats));
     await sleep(CHAOS_MS / 3);
+    // The victim is killed halfway through a restore it is running (sent
+    // to it directly), while nginx sends it its share of the load.
     const victim = replicas[1];
+    const bigTenant = await connect(victim.url, tokens.big, 'big-victim');
+    const restoring = bigTenant.call('restore_state_snapshot', { snapshot_id: big.snapS })
+      .then(() => 'completed before the kill', () => 'interrupted by the kill');
+    await sleep(Math.max(1, big.restoreMs / 2));
     victim.proc.kill('SIGKILL');
     await victim.exited;
+    const bigRestore = await restoring;
+    // Another replica must see the old tree or the snapshot, whole.
+    const bigCheckClient = await connect(replicas[0].url, tokens.big, 'big-check');
+    const bigSeen = (await bigCheckClient.call('run_sandbox_code', { code: bigCheck, timeout: 30 })).stdout;
+    // Its next exclusive operation clears what the dead restore left.
+    await bigCheckClient.call('create_state_snapshot', { description: 'after the kill' });
+    await bigCheckClient.close();
+    const bigLeft = fs.readdirSync(path.join(dataDir, 'tenants', 'big')).filter((e) => e.startsWith('.pyjail-restore'));
     await sleep(CHAOS_MS / 6);
     replicas[1] = await startHTTPServer({ env, dataDir, tokensFile, tokens, tenants: [], port: victim.port, metricsPort: victim.metricsPort });
     const results = await Promise.all(work);
@@ -389,12 +445,16 @@ test('three replicas behind nginx survive a SIGKILL', { timeout: 170_000 }, asyn
       sessions_recreated: stats.recreated, runs_killed_mid_write: stats.partialRuns, data_errors: stats.dataErrors.length, replica_mismatches: mismatches.length,
       throughput_run_python_per_s: { three_replicas: Number(t3.perSecond.toFixed(1)), one_replica: Number(t1.perSecond.toFixed(1)) },
       throughput_detail: { three: t3, one: t1 }, tenants_by_replica: spread,
+      big_restore: { files: BIG_FILES, restore_ms: big.restoreMs, outcome: bigRestore, workspace_after: bigSeen.trim(), staging_left: bigLeft },
     };
     console.log(`scaleout: ${JSON.stringify(report)}`);
     fs.writeFileSync(path.join(os.tmpdir(), 'pyjail-scaleout-report.json'), JSON.stringify(report, null, 2));
     assert.deepEqual(stats.unexpected, [], 'calls that failed in a way a client cannot act on');
     assert.deepEqual(stats.dataErrors, [], 'tenant data lost or half-restored');
     assert.deepEqual(mismatches, [], 'replicas disagree with the ledger');
+    assert.ok(bigSeen === bigState('S') || bigSeen === bigState('B'), `workspace after a restore killed midway: ${bigSeen}`);
+    if (bigRestore === 'completed before the kill') assert.equal(bigSeen, bigState('S'), 'a restore that answered is not in the workspace');
+    assert.deepEqual(bigLeft, [], 'staging trees left after the next exclusive operation');
     assert.ok(stats.recreated > 0, 'the kill made no client start a new session: it did not hit the load');
     assert.ok(stats.calls > 0);
   } finally {
