@@ -67,7 +67,7 @@ e2e: build
 	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test *.test.mjs
 
 # Three replicas sharing one data directory behind nginx, one SIGKILLed
-# mid-load (test/scaleout): about a minute. The test imports the SDK
+# mid-load (test/scaleout): about 75 s. The test imports the SDK
 # through test/e2e's harness, so it runs with that directory's packages.
 scaleout: build
 	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test ../scaleout/*.test.mjs

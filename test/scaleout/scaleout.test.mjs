@@ -407,6 +407,7 @@ test('three replicas behind nginx survive a SIGKILL', { timeout: 170_000 }, asyn
     victim.proc.kill('SIGKILL');
     await victim.exited;
     const bigRestore = await restoring;
+    await bigTenant.close();
     // Another replica must see the old tree or the snapshot, whole.
     const bigCheckClient = await connect(replicas[0].url, tokens.big, 'big-check');
     const bigSeen = (await bigCheckClient.call('run_sandbox_code', { code: bigCheck, timeout: 30 })).stdout;
