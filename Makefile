@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: build test test-kubernetes e2e lint lint-full bench clean rootfs vm-test
+.PHONY: build test test-kubernetes e2e scaleout lint lint-full bench clean rootfs vm-test
 
 build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/pyjail ./cmd/pyjail
@@ -28,6 +28,7 @@ test: build lint rootfs
 		-run '$(FORK_SERVER_TESTS)' ./test/
 	$(MAKE) test-kubernetes
 	$(MAKE) e2e
+	$(MAKE) scaleout
 
 # The Kubernetes manifests (deploy/kubernetes): decoded strictly into the
 # API types and checked against the jail's needs. A module of its own, so
@@ -64,6 +65,12 @@ rootfs: build
 
 e2e: build
 	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test *.test.mjs
+
+# Three replicas sharing one data directory behind nginx, one SIGKILLed
+# mid-load (test/scaleout): about 75 s. The test imports the SDK
+# through test/e2e's harness, so it runs with that directory's packages.
+scaleout: build
+	cd test/e2e && PYJAIL_BIN=$(CURDIR)/bin/pyjail node --test ../scaleout/*.test.mjs
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

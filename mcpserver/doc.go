@@ -26,8 +26,11 @@
 //     at most Policy.MaxQueued; the call's timeout counts the wait, so a
 //     call that cannot start in time gets verdict timeout at its deadline,
 //     and one that finds the queue full is refused at once;
-//  5. for the workspace profile, hold the workspace lock shared, so that a
-//     snapshot or restore, which hold it exclusively, never interleaves;
+//  5. for the workspace profile, hold the tenant's workspace lock shared
+//     (package dirlock: across every replica sharing DataDir, waiting no
+//     longer than the call's deadline), so that a snapshot create, restore
+//     or delete, which hold it exclusively, never interleaves, and finish
+//     first any restore a dead replica left half done;
 //  6. call Runner.Run with the call's context (cancelled when the client
 //     cancels, or when the server shuts down) and a deadline of the timeout
 //     plus a grace period, reporting progress every second when the client

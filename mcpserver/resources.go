@@ -226,6 +226,7 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	}
 	if t.name != "" {
 		st.Tenant = &tenantStatus{Name: t.name, Operator: t.operator, Quota: t.quota}
+		st.Tenant.Locking, st.Tenant.PerReplica = lockingStatus(t)
 		if t.admit != nil {
 			q := t.admit.status()
 			st.Tenant.Queue = &q
@@ -269,6 +270,20 @@ type tenantStatus struct {
 	Quota    tokens.Quota `json:"quota"`
 	// Queue is the tenant's own cap on runs in flight, if it has one.
 	Queue *admissionStatus `json:"queue,omitempty"`
+	// Locking says whether the tenant's workspace lock and quota state
+	// hold across replicas sharing the data directory.
+	Locking string `json:"locking"`
+	// PerReplica names the quotas this replica counts alone.
+	PerReplica []string `json:"per_replica_quotas"`
+}
+
+// lockingStatus describes t's locks for sandbox://status.
+func lockingStatus(t *tenant) (string, []string) {
+	if t.lock.CrossProcess() {
+		return "cross-replica: OFD locks on the tenant directory", []string{"concurrent_runs"}
+	}
+	return "this replica only (" + t.lock.Err().Error() + "): do not share this data directory between replicas",
+		[]string{"concurrent_runs", "runs_per_minute"}
 }
 
 // logs builds sandbox://logs: the caller's tenant's calls, or every

@@ -110,7 +110,7 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 			}
 			rreq.Workspace = t.workspace
 		}
-		if msg := s.overRate(t); msg != "" {
+		if msg := s.overRate(ctx, t); msg != "" {
 			tr.Error, tr.Quota = msg, true
 			return mcp.NewToolResultError(tool + ": " + msg), nil
 		}
@@ -147,8 +147,43 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 			return runResult(res, clampNote), nil
 		}
 		if rreq.Workspace != "" {
-			t.wsMu.RLock()
-			defer t.wsMu.RUnlock()
+			// The lock wait counts against the call's timeout too: a
+			// restore or snapshot in another replica holds it.
+			lctx, cancel := context.WithDeadline(ctx, deadline)
+			lockStart := time.Now()
+			unlock, err := s.lockWorkspace(lctx, t, false)
+			cancel()
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				tr.Error = "cancelled while waiting for the workspace lock"
+				return ctxErr(ctx, tool), nil
+			case errors.Is(err, context.DeadlineExceeded):
+				res := &record.Result{
+					Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
+					Message: fmt.Sprintf("waited %s for the workspace, the rest of the call's timeout, while a snapshot create, restore or delete (in this or another replica) held it; the code did not run",
+						formatWait(time.Since(lockStart))),
+				}
+				tr.Verdict, tr.Error = string(res.Verdict), res.Message
+				return runResult(res, clampNote), nil
+			default:
+				return nil, fmt.Errorf("running %s code: locking the workspace: %w", profile, err)
+			}
+			defer unlock()
+			// An uncontended lock takes microseconds; only a real wait
+			// is taken off the run's own timeout.
+			if w := time.Since(lockStart); w > time.Millisecond {
+				waited += w
+			}
+			if rreq.Timeout = timeout - waited; rreq.Timeout <= 0 {
+				res := &record.Result{
+					Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
+					Message: fmt.Sprintf("waited %s for a jail slot and the workspace, the whole timeout of the call; the code did not run", formatWait(waited)),
+				}
+				tr.Verdict, tr.Error = string(res.Verdict), res.Message
+				return runResult(res, clampNote), nil
+			}
+			rreq.Queued = waited
 		}
 
 		rctx, cancel := context.WithTimeout(ctx, timeout+runGrace)
@@ -225,11 +260,30 @@ func (s *Server) admissionRefusal(ctx context.Context, tool string, profile reco
 }
 
 // overRate reports, in plain words, a tenant over its runs per minute.
-func (s *Server) overRate(t *tenant) string {
+// Where other replicas share the tenant's directory the count is theirs
+// too (allowShared); where they cannot (no locks, or a failing run log)
+// it is this replica's alone.
+func (s *Server) overRate(ctx context.Context, t *tenant) string {
 	if t.rate == nil {
 		return ""
 	}
-	if ok, wait := t.rate.allow(time.Now()); !ok {
+	now := time.Now()
+	var ok bool
+	var wait time.Duration
+	shared := false
+	if t.rateLock != nil {
+		var err error
+		ok, wait, err = s.allowShared(ctx, t, t.rate.limit, t.rate.window, now)
+		if err == nil {
+			shared = true
+		} else {
+			s.log.Warn("counting runs per minute in this replica only", logKeyTenant, t.name, logKeyError, err)
+		}
+	}
+	if !shared {
+		ok, wait = t.rate.allow(now)
+	}
+	if !ok {
 		s.quotaRefused(t, "runs_per_minute")
 		return fmt.Sprintf("tenant %q has started %d runs in the last minute, its quota (runs_per_minute); the next may start in %s",
 			t.name, t.quota.RunsPerMinute, formatWait(wait.Round(100*time.Millisecond)))

@@ -19,6 +19,7 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/dirlock"
 	"github.com/pyjail/pyjail/workspace/snapshot"
 	"github.com/pyjail/pyjail/workspace/wsfs"
 )
@@ -37,6 +38,8 @@ const (
 	logKeyRequestID = "request_id"
 	logKeyBytes     = "bytes"
 	logKeyErrorCode = "error_code"
+	logKeyTenant    = "tenant"
+	logKeySessions  = "sessions"
 )
 
 // stdioWorkers is how many tool calls the stdio transport serves at once,
@@ -147,6 +150,12 @@ type Server struct {
 	local     *tenant
 	tenantsMu sync.Mutex
 	tenants   map[string]*tenant
+	// opening marks the tenants being opened; the channel closes when
+	// the opening ends, either way.
+	opening map[string]chan struct{}
+	// lockWarn says once that the data directory has no cross-process
+	// locks.
+	lockWarn sync.Once
 	// sessions are the HTTP transport's MCP sessions, nil over stdio:
 	// ending one cancels its calls.
 	sessions *sessionRegistry
@@ -208,7 +217,8 @@ func New(cfg Config) (*Server, error) {
 		s.validator = s.ownPool
 	}
 	s.tenants = map[string]*tenant{}
-	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces}
+	s.opening = map[string]chan struct{}{}
+	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local()}
 	if cfg.Workspace != "" {
 		s.local.snapDir = cfg.SnapshotDir
 	}

@@ -8,9 +8,13 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/workspace/dirlock"
 	"github.com/pyjail/pyjail/workspace/snapshot"
 	"github.com/pyjail/pyjail/workspace/walk"
 	"github.com/pyjail/pyjail/workspace/wsfs"
@@ -34,12 +38,24 @@ type tenant struct {
 	ws        *wsfs.FS        // nil without a workspace
 	snaps     *snapshot.Store // nil without a workspace or snapshot dir
 
-	// wsMu keeps restores and snapshot creation apart from everything that
-	// writes the workspace. Runs and file writes take it shared, so they
-	// still overlap each other; create and restore take it exclusively,
-	// because a snapshot of a half-written workspace, or a run that sees a
-	// half-restored one, is exactly what SPEC §6 forbids.
-	wsMu sync.RWMutex
+	// root is the tenant's directory under DataDir, "" for the local one.
+	root string
+	// lock keeps restores and snapshot creation and deletion apart from
+	// everything that writes the workspace, in this process and in every
+	// other replica sharing DataDir (lockWorkspace). Runs, file writes and
+	// diffs take it shared, so they still overlap each other; create,
+	// restore and delete take it exclusively, because a snapshot of a
+	// half-written workspace, or a run that sees a half-restored one, is
+	// exactly what SPEC §6 forbids. The local tenant's excludes within
+	// this process only.
+	lock *dirlock.Lock
+	// rateLock guards the shared log of recent run starts (rateFile),
+	// nil where runs per minute are counted in this process only.
+	rateLock *dirlock.Lock
+	// wsInfo is the workspace directory as it was when this replica last
+	// took the lock: a restore by another replica swaps in a new one,
+	// which this replica's sessions do not see (checkRestoredElsewhere).
+	wsInfo atomic.Pointer[os.FileInfo]
 
 	// admit caps the tenant's runs in flight (quota concurrent_runs), nil
 	// for no cap beyond the server's; rate counts runs per minute.
@@ -80,16 +96,37 @@ func (s *Server) tenant(ctx context.Context) (*tenant, error) {
 		}
 		return s.local, nil
 	}
+	for {
+		s.tenantsMu.Lock()
+		if t := s.tenants[id.Name]; t != nil {
+			// Quotas and the operator flag follow the tokens file, which is
+			// reloaded while the server runs.
+			t.operator = id.Operator
+			t.setQuota(s.effectiveQuota(id.Quota))
+			s.tenantsMu.Unlock()
+			return t, nil
+		}
+		opening := s.opening[id.Name]
+		if opening == nil {
+			break // this call opens it, with tenantsMu held
+		}
+		// Opening waits for the tenant's lock, which another replica's
+		// restore may hold: wait for it without holding up other tenants.
+		s.tenantsMu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("opening tenant %q: %w", id.Name, ctx.Err())
+		}
+	}
+	done := make(chan struct{})
+	s.opening[id.Name] = done
+	s.tenantsMu.Unlock()
+	t, err := s.openTenant(ctx, id)
 	s.tenantsMu.Lock()
 	defer s.tenantsMu.Unlock()
-	if t := s.tenants[id.Name]; t != nil {
-		// Quotas and the operator flag follow the tokens file, which is
-		// reloaded while the server runs.
-		t.operator = id.Operator
-		t.setQuota(s.effectiveQuota(id.Quota))
-		return t, nil
-	}
-	t, err := s.openTenant(id)
+	delete(s.opening, id.Name)
+	close(done)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +161,7 @@ func (s *Server) effectiveQuota(q tokens.Quota) tokens.Quota {
 // openTenant creates (or reopens, after a restart) a tenant's directories
 // under DataDir with modes that keep other host users out, and opens its
 // workspace and snapshot store.
-func (s *Server) openTenant(id tokens.Tenant) (*tenant, error) {
+func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, error) {
 	if s.cfg.DataDir == "" {
 		return nil, fmt.Errorf("tenant %q: this server has no data directory for tenants", id.Name)
 	}
@@ -141,11 +178,153 @@ func (s *Server) openTenant(id tokens.Tenant) (*tenant, error) {
 			return nil, fmt.Errorf("creating tenant directory %q: %w", d, err)
 		}
 	}
+	t.root = root
+	var err error
+	if t.lock, err = dirlock.Open(filepath.Join(root, lockFile)); err != nil {
+		return nil, err
+	}
+	if t.lock.CrossProcess() {
+		if t.rateLock, err = dirlock.Open(filepath.Join(root, rateLockFile)); err != nil {
+			return nil, err
+		}
+	} else {
+		s.lockWarn.Do(func() {
+			s.log.Warn("tenant directories have no cross-process locks: replicas must not share this data directory",
+				logKeyError, t.lock.Err())
+		})
+	}
 	t.setQuota(s.effectiveQuota(id.Quota))
+	// Exclusive: opening the snapshot store finishes or undoes a restore
+	// that a dead replica interrupted, and must not mistake a live
+	// replica's restore for one.
+	lctx, cancel := context.WithTimeout(ctx, maxLockWait)
+	defer cancel()
+	unlock, err := t.lock.Lock(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("locking tenant %q: %w", id.Name, err)
+	}
+	defer unlock()
 	if err := s.openStores(t); err != nil {
 		return nil, err
 	}
+	t.noteWorkspace()
 	return t, nil
+}
+
+// Files in a tenant's directory besides its workspace and snapshots.
+const (
+	lockFile     = "workspace.lock" // dirlock of the workspace and snapshots
+	rateLockFile = "runs.lock"      // dirlock of runsFile
+	runsFile     = "runs"           // start times of the last runs, for runs_per_minute
+)
+
+// lockWorkspace takes t's workspace lock, shared or exclusive, waiting
+// until ctx is done at most. Under the exclusive lock it first finishes
+// or undoes any restore another replica left interrupted; a shared
+// taker that finds one (a committed in-place restore's journal, so the
+// workspace may be a mix) does the same under the exclusive lock before
+// it goes on, so no run or write ever sees a half-restored workspace.
+func (s *Server) lockWorkspace(ctx context.Context, t *tenant, exclusive bool) (func(), error) {
+	if exclusive {
+		unlock, err := t.lock.Lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.recoverTenant(t); err != nil {
+			unlock()
+			return nil, err
+		}
+		s.checkRestoredElsewhere(ctx, t)
+		return unlock, nil
+	}
+	unlock, err := t.lock.RLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.snaps == nil || !t.lock.CrossProcess() || !t.snaps.Interrupted() {
+		s.checkRestoredElsewhere(ctx, t)
+		return unlock, nil
+	}
+	unlock()
+	exUnlock, err := s.lockWorkspace(ctx, t, true)
+	if err != nil {
+		return nil, err
+	}
+	exUnlock()
+	// Once, not in a loop (a journal Recover could not clear would spin):
+	// a restore another replica starts in between holds the lock
+	// exclusively until it is done; only its dying in that instant would
+	// leave the journal for the next call.
+	if unlock, err = t.lock.RLock(ctx); err != nil {
+		return nil, err
+	}
+	s.checkRestoredElsewhere(ctx, t)
+	return unlock, nil
+}
+
+// maxLockWait bounds how long a tool other than a run waits for the
+// workspace lock: longer than the longest run (60 s) plus a restore of a
+// full workspace, short enough that a stuck holder is reported.
+const maxLockWait = 2 * time.Minute
+
+// lockForTool takes t's workspace lock for tool within maxLockWait. A wait
+// that ends without the lock is the caller's answer (res), a tool error
+// saying what held it; a host failure is err.
+func (s *Server) lockForTool(ctx context.Context, t *tenant, tool string, exclusive bool) (unlock func(), res *mcp.CallToolResult, err error) {
+	lctx, cancel := context.WithTimeout(ctx, maxLockWait)
+	defer cancel()
+	start := time.Now()
+	unlock, err = s.lockWorkspace(lctx, t, exclusive)
+	switch {
+	case err == nil:
+		return unlock, nil, nil
+	case ctx.Err() != nil:
+		return nil, ctxErr(ctx, tool), nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, mcp.NewToolResultErrorf("%s: the workspace stayed busy for %s (a run, or a snapshot create, restore or delete, in this or another replica, held its lock); nothing was done, try again",
+			tool, formatWait(time.Since(start))), nil
+	}
+	return nil, nil, fmt.Errorf("%s: locking the workspace: %w", tool, err)
+}
+
+// recoverTenant runs the snapshot store's recovery under the exclusive
+// lock, when another process may share the store.
+func (s *Server) recoverTenant(t *tenant) error {
+	if t.snaps == nil || !t.lock.CrossProcess() {
+		return nil
+	}
+	if err := t.snaps.Recover(); err != nil {
+		return fmt.Errorf("recovering tenant %q: %w", t.name, err)
+	}
+	return nil
+}
+
+// noteWorkspace records the workspace directory's inode, which a restore
+// replaces.
+func (t *tenant) noteWorkspace() {
+	if fi, err := os.Stat(t.workspace); err == nil {
+		t.wsInfo.Store(&fi)
+	}
+}
+
+// checkRestoredElsewhere ends t's workspace sessions in this replica when
+// another replica restored the workspace since this one last looked: the
+// restore swapped in a new directory, and those sessions' jails still
+// have the old one attached. It runs under the workspace lock.
+func (s *Server) checkRestoredElsewhere(ctx context.Context, t *tenant) {
+	if !t.lock.CrossProcess() {
+		return
+	}
+	fi, err := os.Stat(t.workspace)
+	if err != nil {
+		return
+	}
+	if old := t.wsInfo.Swap(&fi); old != nil && !os.SameFile(*old, fi) {
+		if n := s.endRestoredSessions(ctx); n > 0 {
+			s.log.Info("workspace restored by another replica: ended its sessions here",
+				logKeyTenant, t.name, logKeySessions, n)
+		}
+	}
 }
 
 // openStores opens t's workspace file system and snapshot store within

@@ -92,8 +92,11 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 		}
 	}
 	// Shared, like a run: a write must not land in the middle of a restore.
-	t.wsMu.RLock()
-	defer t.wsMu.RUnlock()
+	unlock, res, err := s.lockForTool(ctx, t, toolWriteFile, false)
+	if unlock == nil {
+		return res, err
+	}
+	defer unlock()
 	fi, err := t.ws.WriteFile(ctx, a.Path, data)
 	var le *walk.LimitError
 	if errors.As(err, &le) {
@@ -365,8 +368,11 @@ func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	}
 	// Exclusive: a snapshot taken while a run writes would hold half of
 	// what the run did.
-	t.wsMu.Lock()
-	defer t.wsMu.Unlock()
+	unlock, res, err := s.lockForTool(ctx, t, toolCreateSnapshot, true)
+	if unlock == nil {
+		return res, err
+	}
+	defer unlock()
 	if msg := s.overSnapshotBytes(ctx, t, st); msg != "" {
 		return mcp.NewToolResultError(toolCreateSnapshot + ": " + msg), nil
 	}
@@ -473,9 +479,15 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 	}
 	// Exclusive: no run or file write may see or touch a workspace that is
 	// being restored.
-	t.wsMu.Lock()
-	defer t.wsMu.Unlock()
+	unlock, res, err := s.lockForTool(ctx, t, toolRestoreSnapshot, true)
+	if unlock == nil {
+		return res, err
+	}
+	defer unlock()
 	r, err := st.Restore(ctx, a.SnapshotID)
+	// This replica's sessions are ended below; the new directory is the
+	// one other replicas compare with (checkRestoredElsewhere).
+	t.noteWorkspace()
 	if err != nil {
 		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
 	}
@@ -500,7 +512,9 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 }
 
 // deleteSnapshot serves delete_state_snapshot. It leaves the workspace
-// alone, so it needs no workspace lock.
+// alone, but takes the workspace lock exclusively all the same: across
+// replicas that lock is what keeps a delete from racing a restore of the
+// same snapshot, or the snapshot count of a create.
 func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a snapshotIDArgs
 	if res := s.args(req, &a); res != nil {
@@ -514,6 +528,11 @@ func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	if res != nil {
 		return res, nil
 	}
+	unlock, res, err := s.lockForTool(ctx, t, toolDeleteSnapshot, true)
+	if unlock == nil {
+		return res, err
+	}
+	defer unlock()
 	if err := st.Delete(a.SnapshotID); err != nil {
 		return snapError(toolDeleteSnapshot, a.SnapshotID, err)
 	}
@@ -547,8 +566,11 @@ func (s *Server) diffSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mc
 		return res, nil
 	}
 	// Shared: the diff may overlap runs, but not a restore.
-	t.wsMu.RLock()
-	defer t.wsMu.RUnlock()
+	unlock, res, err := s.lockForTool(ctx, t, toolDiffSnapshot, false)
+	if unlock == nil {
+		return res, err
+	}
+	defer unlock()
 	d, err := st.Diff(ctx, a.SnapshotID)
 	if err != nil {
 		return snapError(toolDiffSnapshot, a.SnapshotID, err)

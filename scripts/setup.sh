@@ -25,10 +25,12 @@ fi
 # the scientific stack the jail serves, the rootfs builder, Node for the
 # end-to-end tests (the official MCP SDK client), benchmark peers, and
 # systemd-analyze (package systemd) with /bin/kill (procps) for the test
-# of dist/pyjail.service. Installing systemd in a container starts nothing.
+# of dist/pyjail.service, and nginx for the scale-out test (test/scaleout),
+# which runs its own nginx in the foreground. Installing systemd in a
+# container starts nothing.
 PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
       python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib
-      mmdebstrap bubblewrap hyperfine systemd procps)
+      mmdebstrap bubblewrap hyperfine systemd procps nginx)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The VM test (test/vm): qemu, the kernel it boots (installing it on a
 # host that boots another kernel changes nothing there but /boot), and
@@ -43,6 +45,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's nginx package starts a site on port 80 where systemd runs;
+  # the scale-out test starts its own nginx and needs none of that.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
 fi
 
 # 2. Go. Debian 12 ships Go 1.19, older than go.mod needs; the official

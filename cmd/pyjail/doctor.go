@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/workspace/dirlock"
 )
 
 func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -19,6 +21,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var common commonFlags
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	workspace := fs.String("workspace", defaultDataDir()+"/workspace", "workspace directory whose filesystem to check for idmapped mounts")
+	dataDir := fs.String("data-dir", defaultDataDir(), "HTTP data directory whose filesystem to check for the locks replicas share")
 	common.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -42,6 +45,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if os.Geteuid() == 0 {
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}
+	rep.Layers = append(rep.Layers, lockLayer(*dataDir))
 	missing := rep.Missing(cfg.AllowDegraded)
 
 	if *asJSON {
@@ -100,5 +104,30 @@ func subIDLayer(m policy.IDMap) policy.Layer {
 			l.Fix = "set id_map.host_id in the config to a range no user owns"
 		}
 	}
+	return l
+}
+
+// lockLayer reports whether the data directory's filesystem has the OFD
+// locks that replicas sharing it need (optional: one replica needs none).
+func lockLayer(dir string) policy.Layer {
+	l := policy.Layer{Name: "data_dir_locks", Required: false}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		l.Detail = fmt.Sprintf("%s does not exist yet; not checked", dir)
+		l.Fix = "rerun with --data-dir set to the directory replicas will share"
+		return l
+	}
+	probe := filepath.Join(dir, ".pyjail-doctor-lock")
+	lk, err := dirlock.Open(probe)
+	if err == nil {
+		defer os.Remove(probe)
+		err = lk.Err()
+	}
+	if err != nil {
+		l.Detail = err.Error()
+		l.Fix = "run a single replica on this directory, or put it on a filesystem with working fcntl locks (NFSv4, a local disk)"
+		return l
+	}
+	l.Active = true
+	l.Detail = fmt.Sprintf("OFD locks work on %s: replicas may share it", dir)
 	return l
 }

@@ -38,7 +38,7 @@ export function tokenCmd(...args) {
  * {key: value}, operator}) in a tokens file, and waits until /readyz says
  * ready. Returns a handle with the tokens, URLs, connect() and stop().
  */
-export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {}, extraArgs = [], env = makeEnv(config), dataDir, tokensFile, tokens = {} } = {}) {
+export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {}, extraArgs = [], env = makeEnv(config), dataDir, tokensFile, tokens = {}, port, metricsPort } = {}) {
   tokensFile ??= path.join(env.root, 'tokens.json');
   tokens = { ...tokens };
   for (const t of tenants) {
@@ -49,8 +49,8 @@ export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {},
     tokens[spec.name] = tokenCmd(...args, spec.name);
   }
   dataDir ??= path.join(env.root, 'data');
-  const port = await freePort();
-  const metricsPort = await freePort();
+  port ??= await freePort();
+  metricsPort ??= await freePort();
   const args = [
     'serve', '--http', `127.0.0.1:${port}`, '--tokens', tokensFile, '--data-dir', dataDir,
     '--metrics', `127.0.0.1:${metricsPort}`, '--rootfs', 'host', '--config', env.configPath, ...extraArgs,
@@ -81,7 +81,7 @@ export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {},
   }
   const clients = [];
   const h = {
-    env, proc, url, metricsURL, tokens, tokensFile, dataDir, exited,
+    env, proc, url, port, metricsPort, metricsURL, tokens, tokensFile, dataDir, exited,
     stderr: () => stderr,
     /** A connected SDK client for tenant's token (or any bearer value). */
     async connect(tenant, { token = tokens[tenant], listTools = true } = {}) {
@@ -146,4 +146,6 @@ export function metricValue(text, name, labels = {}) {
   return 0;
 }
 
-export { fs };
+// The SDK for tests outside this directory (test/scaleout), whose imports
+// do not resolve to this directory's node_modules.
+export { Client, StreamableHTTPClientTransport, fs };

@@ -197,3 +197,56 @@ func TestRestoreMountPoint(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashRecoveredByLiveStore is the replica case (issue 16): the
+// process that dies mid-restore is not the next to open the store; a
+// Store opened before the kill, in another replica, finds the interrupted
+// restore (Interrupted) and finishes or undoes it (Recover).
+func TestCrashRecoveredByLiveStore(t *testing.T) {
+	for name, tc := range map[string]struct {
+		step            string
+		inPlace         bool
+		wantInterrupted bool
+		wantSnapshot    bool
+	}{
+		"exchange: staged":     {"staged", false, false, false},
+		"exchange: exchanged":  {"exchanged", false, false, true},
+		"in place: staged":     {"inplace-staged", true, false, false},
+		"in place: moving out": {"inplace-moving-out", true, true, true},
+		"in place: moving in":  {"inplace-moving-in", true, true, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, Limits{})
+			populate(t, e.ws)
+			m, err := e.s.Create(t.Context(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := state(t, e.ws)
+			mustWrite(t, filepath.Join(e.ws, "a.txt"), "edited", time.Time{})
+			mustWrite(t, filepath.Join(e.ws, "dir/new.txt"), "new", time.Time{})
+			before := state(t, e.ws)
+
+			runCrashHelper(t, e, tc.step, m.ID, tc.inPlace)
+			if got, want := e.s.Interrupted(), tc.wantInterrupted; got != want {
+				t.Errorf("Interrupted() = %v, want %v", got, want)
+			}
+			if err := e.s.Recover(); err != nil {
+				t.Fatal(err)
+			}
+			want := before
+			if tc.wantSnapshot {
+				want = snap
+			}
+			if d := diffStates(state(t, e.ws), want); d != "" {
+				t.Errorf("after Recover, workspace is not as expected:\n%s", d)
+			}
+			if got := leftovers(t, e); len(got) != 0 {
+				t.Errorf("leftovers after Recover: %q", got)
+			}
+			if e.s.Interrupted() {
+				t.Error("Interrupted() still true after Recover")
+			}
+		})
+	}
+}

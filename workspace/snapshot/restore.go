@@ -489,7 +489,29 @@ func (s *Store) writeJournal(j journal) error {
 	return nil
 }
 
-// recover runs at Open and finishes or undoes interrupted operations.
+// Recover finishes or undoes whatever an interrupted Create or Restore
+// left, as Open does: another process sharing the directory may have died
+// mid-restore after this Store was opened. The caller must hold the lock
+// that excludes every other Create, Restore and Delete on the directory,
+// in every process (package dirlock's exclusive lock), or Recover could
+// delete another process's staging tree.
+func (s *Store) Recover() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recover()
+}
+
+// Interrupted reports whether an in-place restore was interrupted after it
+// committed: its journal is there, so the workspace may be a mix of the
+// old tree and the snapshot until Recover rolls it forward. It is a stat
+// of one file, cheap enough to check before every run.
+func (s *Store) Interrupted() bool {
+	_, err := os.Lstat(filepath.Join(s.dir, journalName))
+	return err == nil
+}
+
+// recover runs at Open and Recover and finishes or undoes interrupted
+// operations.
 func (s *Store) recover() error {
 	// Half-written snapshot documents and journals.
 	ents, err := os.ReadDir(s.dir)

@@ -60,7 +60,9 @@ const (
 // and Restore take the write lock, so a restore excludes everything else.
 // The lock covers only this Store: the caller must also make sure that no
 // execution writes the workspace during Create, Restore or Diff, and that
-// no other Store (in this or another process) manages the same directory.
+// no other Store (in this or another process) runs Open, Create, Restore,
+// Delete or Recover on the same directory at the same time (the server
+// holds the tenant's package dirlock lock for that).
 // A Store holds no open descriptors and needs no Close.
 type Store struct {
 	dir       string // snapshot storage, absolute, symlinks resolved

@@ -1,0 +1,7 @@
+package dirlock
+
+import "errors"
+
+// ErrUnsupported means the filesystem of the lock file has no OFD locks:
+// the Lock excludes within this process only.
+var ErrUnsupported = errors.New("advisory locks unsupported on this filesystem; exclusion is within this process only")
