@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -256,4 +257,33 @@ func TestStateDirNotSearchable(t *testing.T) {
 	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "42" {
 		t.Errorf("run in a jail of the repaired state dir: %s", describe(res))
 	}
+}
+
+// TestDoctorStartJail: `pyjail doctor --start-jail` (the Kubernetes init
+// container) starts a real jail and reports it as a required layer.
+func TestDoctorStartJail(t *testing.T) {
+	requireRoot(t)
+	bin := pyjailBinary(t)
+	out, err := exec.CommandContext(t.Context(), bin, "doctor", "--json", "--start-jail", "--rootfs", "host").Output()
+	if err != nil {
+		t.Fatalf("pyjail doctor --start-jail: %v\n%s", err, out)
+	}
+	var rep struct {
+		Layers []struct {
+			Name, Detail     string
+			Active, Required bool
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("decoding the report: %v\n%s", err, out)
+	}
+	for _, l := range rep.Layers {
+		if l.Name == "start_jail" {
+			if !l.Active || !l.Required || !strings.Contains(l.Detail, "print(1+1)") {
+				t.Errorf("start_jail layer = %+v", l)
+			}
+			return
+		}
+	}
+	t.Errorf("no start_jail layer in %s", out)
 }

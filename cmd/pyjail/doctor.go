@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/dirlock"
 )
 
@@ -22,6 +26,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	workspace := fs.String("workspace", defaultDataDir()+"/workspace", "workspace directory whose filesystem to check for idmapped mounts")
 	dataDir := fs.String("data-dir", defaultDataDir(), "HTTP data directory whose filesystem to check for the locks replicas share")
+	startJail := fs.Bool("start-jail", false, "also start one cold calc jail and run print(1+1) in it: catches what reading /proc and /sys cannot (a refused mount, a read-only cgroup)")
 	common.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -46,6 +51,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}
 	rep.Layers = append(rep.Layers, lockLayer(*dataDir))
+	if *startJail {
+		rep.Layers = append(rep.Layers, startJailLayer(ctx, &common))
+	}
 	missing := rep.Missing(cfg.AllowDegraded)
 
 	if *asJSON {
@@ -130,4 +138,42 @@ func lockLayer(dir string) policy.Layer {
 	l.Active = true
 	l.Detail = fmt.Sprintf("OFD locks work on %s: replicas may share it", dir)
 	return l
+}
+
+// startJailLayer starts one cold calc jail and runs print(1+1) in it: the
+// end-to-end check that the layers doctor reads about also work together
+// (mounts allowed, cgroups writable, the rootfs reachable by the jail's
+// uid). A jail that cannot start is a required layer missing.
+func startJailLayer(ctx context.Context, common *commonFlags) policy.Layer {
+	l := policy.Layer{
+		Name: "start_jail", Required: true,
+		Fix: "run `pyjail run -c 'print(1+1)' --log-level debug` to see where the jail start fails",
+	}
+	j, _, _, err := common.newJail(ctx, slog.New(slog.DiscardHandler))
+	if err != nil {
+		l.Detail = "building the jail: " + firstLine(err.Error())
+		return l
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := j.Run(ctx, record.Request{Profile: record.ProfileCalc, Code: "print(1+1)", Timeout: 30 * time.Second})
+	switch {
+	case err != nil:
+		l.Detail = "starting a jail: " + firstLine(err.Error())
+	case res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "2":
+		l.Detail = fmt.Sprintf("a jail ran print(1+1) with verdict %s: %s", res.Verdict, firstLine(res.Message+" "+res.Stderr))
+	default:
+		l.Active = true
+		l.Detail = fmt.Sprintf("a cold calc jail ran print(1+1) in %d ms", time.Since(start).Milliseconds())
+	}
+	return l
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
