@@ -80,6 +80,9 @@ func TestDependencies(t *testing.T) {
 		libcontainer = "github.com/opencontainers/runc/libcontainer"
 		mcpGo        = "github.com/mark3labs/mcp-go"
 		jailPkgs     = module + "/jail"
+		runtimes     = "github.com/opencontainers"
+		libseccomp   = "github.com/seccomp/libseccomp-golang"
+		unixPkg      = "golang.org/x/sys/unix"
 	)
 	for name, tc := range map[string]struct {
 		pattern   string
@@ -94,6 +97,10 @@ func TestDependencies(t *testing.T) {
 		"record":        {pattern: "./record", forbidden: []string{libcontainer, mcpGo}, ownOnly: true},
 		"workspace":     {pattern: "./workspace/...", forbidden: []string{libcontainer, mcpGo, jailPkgs}},
 		"jail/pyrunner": {pattern: "./jail/pyrunner", forbidden: []string{libcontainer}},
+		// Plain authentication data the HTTP layer consults.
+		"mcpserver/tokens": {pattern: "./mcpserver/tokens", forbidden: []string{runtimes, mcpGo, libseccomp, unixPkg}, ownOnly: true, noCgo: true},
+		// A pure-Go leaf the MCP layer adapts, not the other way round.
+		"mcpserver/validate": {pattern: "./mcpserver/validate", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp}, noCgo: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pkgs := listDeps(t, tc.pattern)
