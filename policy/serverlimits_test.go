@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -23,22 +22,7 @@ func TestServerLimits(t *testing.T) {
 		"unknown field":                   {json: `{"server": {"validation_cpus": "1s"}}`, wantErr: "validation_cpus"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := Load([]byte(tc.json))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Load: err = %v, want one naming %s", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(cfg.Server) {
-				t.Errorf("server limits = %+v", cfg.Server)
-			}
-			if err := cfg.Validate(); err != nil {
-				t.Errorf("Validate: %v", err)
-			}
+			checkSection(t, tc.json, tc.wantErr, func(c Config) ServerLimits { return c.Server }, tc.check)
 		})
 	}
 }

@@ -27,22 +27,29 @@ func TestSessions(t *testing.T) {
 		"per owner below one": {json: `{"sessions": {"max_per_owner": 0}}`, wantErr: "max_per_owner"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := Load([]byte(tc.json))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Load: err = %v, want one naming %s", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(cfg.Sessions) {
-				t.Errorf("sessions = %+v", cfg.Sessions)
-			}
-			if err := cfg.Validate(); err != nil {
-				t.Errorf("Validate: %v", err)
-			}
+			checkSection(t, tc.json, tc.wantErr, func(c Config) Sessions { return c.Sessions }, tc.check)
 		})
+	}
+}
+
+// checkSection loads config JSON and either wants an error naming wantErr,
+// or a config whose section passes check and that validates.
+func checkSection[T any](t *testing.T, json, wantErr string, section func(Config) T, check func(T) bool) {
+	t.Helper()
+	cfg, err := Load([]byte(json))
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("Load: err = %v, want one naming %s", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := section(cfg); !check(got) {
+		t.Errorf("section = %+v", got)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
 	}
 }
