@@ -99,15 +99,7 @@ func TestCrash(t *testing.T) {
 		"in place: moved in":      {"inplace-moved-in", true, 0, asSnapshot, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, Limits{})
-			populate(t, e.ws)
-			m, err := e.s.Create(t.Context(), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := state(t, e.ws)
-			mustWrite(t, filepath.Join(e.ws, "a.txt"), "edited", time.Time{})
-			mustWrite(t, filepath.Join(e.ws, "dir/new.txt"), "new", time.Time{})
+			e, m, snap := editedSinceSnapshot(t)
 			os.Remove(filepath.Join(e.ws, "bin.dat"))
 			os.Symlink("/etc/passwd", filepath.Join(e.ws, "pw"))
 			syscall.Mkfifo(filepath.Join(e.ws, "fifo"), 0o644)
@@ -216,15 +208,7 @@ func TestCrashRecoveredByLiveStore(t *testing.T) {
 		"in place: moving in":  {"inplace-moving-in", true, true, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, Limits{})
-			populate(t, e.ws)
-			m, err := e.s.Create(t.Context(), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := state(t, e.ws)
-			mustWrite(t, filepath.Join(e.ws, "a.txt"), "edited", time.Time{})
-			mustWrite(t, filepath.Join(e.ws, "dir/new.txt"), "new", time.Time{})
+			e, m, snap := editedSinceSnapshot(t)
 			before := state(t, e.ws)
 
 			runCrashHelper(t, e, tc.step, m.ID, tc.inPlace)
@@ -249,4 +233,21 @@ func TestCrashRecoveredByLiveStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// editedSinceSnapshot makes a populated workspace, snapshots it, and edits
+// a file and adds one after: the store, the snapshot and the snapshot's
+// state, for a restore to bring back.
+func editedSinceSnapshot(t *testing.T) (*env, Meta, map[string]string) {
+	t.Helper()
+	e := newEnv(t, Limits{})
+	populate(t, e.ws)
+	m, err := e.s.Create(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := state(t, e.ws)
+	mustWrite(t, filepath.Join(e.ws, "a.txt"), "edited", time.Time{})
+	mustWrite(t, filepath.Join(e.ws, "dir/new.txt"), "new", time.Time{})
+	return e, m, snap
 }
