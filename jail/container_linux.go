@@ -407,7 +407,12 @@ func devices() []*devcfg.Device {
 }
 
 // cgroupConfig is the cgroup of one jail: a container's, or a forked
-// execution's of its own.
+// execution's of its own. Its device rules become a cgroup v2 eBPF
+// filter, which only host privilege may load: in a user namespace
+// (rootless, a pod) libcontainer skips the failed load (a config with
+// SkipDevices it refuses to start), and doctor's device_cgroup says so;
+// there the namespace bars devices instead (no mknod, new mounts nodev,
+// and the jail's /dev has only the nodes bound from the host).
 func (j *Jail) cgroupConfig(id string, prof policy.Profile, memoryLimit int64) *cgroups.Cgroup {
 	lim := prof.Limits
 	devs := devices()

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/policy"
 )
 
@@ -40,8 +41,9 @@ const (
 type idmapper struct {
 	// sandbox is the host uid and gid that sandboxed code runs as.
 	sandbox uint32
-	// disabled forces the chown fallback (configuration, or tests).
-	disabled bool
+	// disabled, when set, forces the chown fallback and says why
+	// (configuration, a user namespace, tests).
+	disabled error
 
 	mu sync.Mutex
 	// userns holds, per owner, the user namespace that maps the owner's
@@ -55,13 +57,29 @@ type idmapper struct {
 // owner is a workspace directory's owner on disk.
 type owner struct{ uid, gid uint32 }
 
-func newIdmapper(sandbox uint32, disabled bool) *idmapper {
+func newIdmapper(sandbox uint32, disabled error) *idmapper {
 	return &idmapper{sandbox: sandbox, disabled: disabled, userns: map[owner]*os.File{}, support: map[uint64]error{}}
 }
 
 // errIdmapDisabled is why a workspace is chowned when the operator turned
 // idmapped mounts off.
 var errIdmapDisabled = errors.New("idmapped workspace mounts are turned off in the configuration (workspace_idmap)")
+
+// errIdmapUserns is why a workspace is chowned when the server runs in a
+// user namespace (rootless, or a user-namespaced pod).
+var errIdmapUserns = errors.New("the server runs in a user namespace, and an idmapped mount of a host filesystem needs CAP_SYS_ADMIN in the initial one")
+
+// idmapDisabled says why the configuration or the server's namespace
+// rules idmapped workspace mounts out, or nil.
+func idmapDisabled(cfg policy.Config) error {
+	switch {
+	case cfg.WorkspaceIdmap == "off":
+		return errIdmapDisabled
+	case rootless.InUserNS():
+		return errIdmapUserns
+	}
+	return nil
+}
 
 // workspacePlan is how one workspace directory is mounted into a jail.
 type workspacePlan struct {
@@ -80,8 +98,8 @@ func (m *idmapper) plan(dir string) (workspacePlan, error) {
 		return workspacePlan{}, fmt.Errorf("opening workspace %q: %w", dir, err)
 	}
 	o := owner{st.Uid, st.Gid}
-	if m.disabled {
-		return workspacePlan{mode: wsModeChown, owner: o, why: errIdmapDisabled}, nil
+	if m.disabled != nil {
+		return workspacePlan{mode: wsModeChown, owner: o, why: m.disabled}, nil
 	}
 	m.mu.Lock()
 	why, probed := m.support[st.Dev]
@@ -193,7 +211,7 @@ func ProbeWorkspace(dir string, cfg policy.Config) policy.Layer {
 		}
 		dir = filepath.Dir(dir)
 	}
-	m := newIdmapper(cfg.IDMap.SandboxHostID(), cfg.WorkspaceIdmap == "off")
+	m := newIdmapper(cfg.IDMap.SandboxHostID(), idmapDisabled(cfg))
 	plan, err := m.plan(dir)
 	switch {
 	case err != nil:
@@ -202,7 +220,14 @@ func ProbeWorkspace(dir string, cfg policy.Config) policy.Layer {
 		l.Active = true
 		l.Detail = fmt.Sprintf("workspaces under %s are mounted idmapped: the sandbox's files belong to the workspace's owner, nothing is chowned", dir)
 	default:
-		l.Detail = fmt.Sprintf("workspaces under %s are chowned to host uid %d: %v", dir, cfg.IDMap.SandboxHostID(), plan.why)
+		uid := fmt.Sprintf("host uid %d", cfg.IDMap.SandboxHostID())
+		if rootless.InUserNS() {
+			uid = fmt.Sprintf("uid %d", cfg.IDMap.SandboxHostID())
+			if h, ok := rootless.HostID(cfg.IDMap.SandboxHostID()); ok {
+				uid += fmt.Sprintf(" (host uid %d)", h)
+			}
+		}
+		l.Detail = fmt.Sprintf("workspaces under %s are chowned to %s: %v", dir, uid, plan.why)
 	}
 	for _, f := range m.userns {
 		f.Close()

@@ -28,6 +28,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/pyjail/pyjail/jail/pyrunner"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
@@ -107,13 +108,22 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// In a user namespace (rootless, a user-namespaced pod) the id range
+	// and the cgroup parent must lie in what the namespace was given.
+	notes, err := rootless.Adapt(&cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range notes {
+		log.Info("user namespace", "adapted", n)
+	}
 	j := &Jail{
 		launcher:      newLauncher(cfg.Policy.MaxConcurrent + launcherSpare),
 		cfg:           cfg,
 		log:           log,
 		host:          Probe(),
 		containersDir: filepath.Join(cfg.Policy.StateDir, "containers"),
-		idmap:         newIdmapper(cfg.Policy.IDMap.SandboxHostID(), cfg.Policy.WorkspaceIdmap == "off"),
+		idmap:         newIdmapper(cfg.Policy.IDMap.SandboxHostID(), idmapDisabled(cfg.Policy)),
 	}
 	if missing := j.host.Missing(cfg.Policy.AllowDegraded); len(missing) > 0 {
 		return nil, missingError(missing)

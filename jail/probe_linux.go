@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/policy"
 
 	"github.com/opencontainers/runc/libcontainer/seccomp"
@@ -28,11 +29,20 @@ func Probe() policy.HostReport {
 	add := func(l policy.Layer) { h.Layers = append(h.Layers, l) }
 
 	root := os.Geteuid() == 0
-	add(policy.Layer{
+	userns := rootless.InUserNS()
+	rootLayer := policy.Layer{
 		Name: "root", Required: true, Active: root,
 		Detail: fmt.Sprintf("euid %d", os.Geteuid()),
-		Fix:    "run pyjail as root (for example as a systemd service); it drops every privilege inside the jail",
-	})
+		Fix:    "run pyjail as root, or as an unprivileged user with subordinate ids on cgroup v2 (rootless: it starts itself in a user namespace; see pyjail doctor's rootless_* lines)",
+	}
+	switch {
+	case root && rootless.Active():
+		uid, _ := rootless.HostIDs()
+		rootLayer.Detail = fmt.Sprintf("rootless: root of a user namespace pyjail made, host uid %d; no host privilege", uid)
+	case root && userns:
+		rootLayer.Detail = "root of a user namespace (a container's or pod's); no host privilege"
+	}
+	add(rootLayer)
 
 	maxUserNS := readInt("/proc/sys/user/max_user_namespaces")
 	for _, ns := range []struct{ name, file string }{
@@ -69,6 +79,15 @@ func Probe() policy.HostReport {
 		}
 		add(l)
 	}
+	dev := policy.Layer{
+		Name: "device_cgroup", Required: false, Active: !userns,
+		Detail: "only the five nodes bound into each jail's /dev may be opened (v1 devices controller, v2 eBPF filter)",
+	}
+	if userns {
+		dev.Detail = "no device filter: only host privilege loads one; the user namespace bars devices instead (no mknod, new mounts are nodev, /dev holds the five bound nodes)"
+		dev.Fix = "run pyjail as host root for the device cgroup as a further layer"
+	}
+	add(dev)
 	add(policy.Layer{
 		Name: "swap_accounting", Required: false, Active: h.SwapAccounting,
 		Detail: "memory limit also caps swap when active",

@@ -63,6 +63,17 @@ func Outside(extents []IDExtent, id uint32) (uint32, bool) {
 	return 0, false
 }
 
+// Inside returns the namespace's id for the parent's id outside, or false
+// if the namespace does not map it.
+func Inside(extents []IDExtent, outside uint32) (uint32, bool) {
+	for _, e := range extents {
+		if outside >= e.Outside && uint64(outside) < uint64(e.Outside)+uint64(e.Count) {
+			return e.Inside + (outside - e.Outside), true
+		}
+	}
+	return 0, false
+}
+
 // FitIDMap places the jail's id range inside the ids a user namespace has,
 // given its uid_map and gid_map. A range already mapped in both (always so
 // in the initial namespace) is kept. Otherwise, in a user namespace (a

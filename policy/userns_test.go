@@ -37,6 +37,12 @@ func TestParseIDMap(t *testing.T) {
 	if _, ok := Outside(m, 65537); ok {
 		t.Error("Outside(65537) mapped")
 	}
+	if in, ok := Inside(m, 101000); !ok || in != 1001 {
+		t.Errorf("Inside(101000) = %d, %v; want 1001", in, ok)
+	}
+	if _, ok := Inside(m, 0); ok {
+		t.Error("host root mapped in a rootless namespace")
+	}
 }
 
 func TestFitIDMap(t *testing.T) {

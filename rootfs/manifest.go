@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pyjail/pyjail/policy"
 )
 
 // Files a built rootfs keeps at its top level, outside what the jail uses.
@@ -359,6 +361,9 @@ func VerifyWith(dir string, mode VerifyMode) (*Manifest, error) {
 	if err != nil {
 		return m, fmt.Errorf("verifying %q: %w", dir, err)
 	}
+	if want, err = ownersAsSeenHere(want); err != nil {
+		return m, fmt.Errorf("verifying %q: %w", dir, err)
+	}
 	got, err := listTree(dir, mode == VerifyFull)
 	if err != nil {
 		return m, fmt.Errorf("verifying %q: %w", dir, err)
@@ -447,4 +452,68 @@ func entryChange(w, g entry) string {
 		}
 	}
 	return strings.Join(c, ", ")
+}
+
+// ownersAsSeenHere translates the listing's owners, host ids recorded by
+// the build, into what this process sees: the same ids in the initial
+// user namespace; in another one (a rootless server's, a pod's) the ids
+// the namespace maps them to, and the overflow id (nobody) for the ids it
+// does not map, which for a root-built tree is every owner. There an
+// unmapped owner cannot be told from another unmapped one, so the check
+// is weaker in one way only: it still catches any entry owned by an id of
+// the namespace, the owners that could write to the tree from inside.
+func ownersAsSeenHere(l listing) (listing, error) {
+	uidText, err1 := os.ReadFile("/proc/self/uid_map")
+	gidText, err2 := os.ReadFile("/proc/self/gid_map")
+	if err1 != nil || err2 != nil {
+		// No user namespaces here (another OS, a kernel without them):
+		// the ids are the host's.
+		return l, nil
+	}
+	uids, err := policy.ParseIDMap(string(uidText))
+	if err != nil {
+		return nil, err
+	}
+	gids, err := policy.ParseIDMap(string(gidText))
+	if err != nil {
+		return nil, err
+	}
+	if policy.InitialIDMap(uids) && policy.InitialIDMap(gids) {
+		return l, nil
+	}
+	return translateOwners(l, uids, gids, overflowID("uid"), overflowID("gid")), nil
+}
+
+// translateOwners maps the owners of l into a user namespace with the
+// given maps, unmapped ones to the overflow ids.
+func translateOwners(l listing, uids, gids []policy.IDExtent, overflowUID, overflowGID uint32) listing {
+	out := make(listing, len(l))
+	for i, e := range l {
+		if id, ok := policy.Inside(uids, e.UID); ok {
+			e.UID = id
+		} else {
+			e.UID = overflowUID
+		}
+		if id, ok := policy.Inside(gids, e.GID); ok {
+			e.GID = id
+		} else {
+			e.GID = overflowGID
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// overflowID reads the id the kernel shows for unmapped owners (65534
+// unless changed by sysctl kernel.overflowuid / overflowgid).
+func overflowID(kind string) uint32 {
+	b, err := os.ReadFile("/proc/sys/kernel/overflow" + kind)
+	if err != nil {
+		return 65534
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+	if err != nil {
+		return 65534
+	}
+	return uint32(n)
 }

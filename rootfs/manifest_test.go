@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyjail/pyjail/policy"
 )
 
 // makeTree writes a small rootfs-like tree: files, an executable, nested
@@ -271,5 +273,27 @@ func writeFile(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnersInUserNamespace checks how a root-built listing is compared in
+// a rootless server's user namespace: host ids it maps become its own,
+// the others (root's) the overflow id, which is what stat shows there.
+func TestOwnersInUserNamespace(t *testing.T) {
+	uids := []policy.IDExtent{{Inside: 0, Outside: 997, Count: 1}, {Inside: 1, Outside: 300000000, Count: 65536}}
+	l := listing{
+		{Path: "/", Type: 'd', UID: 0, GID: 0},
+		{Path: "/usr/bin/python3", Type: 'f', UID: 0, GID: 50},
+		{Path: "/tmp/planted", Type: 'f', UID: 300001000, GID: 997},
+	}
+	got := translateOwners(l, uids, uids, 65534, 65534)
+	want := [][2]uint32{{65534, 65534}, {65534, 65534}, {1001, 0}}
+	for i, e := range got {
+		if [2]uint32{e.UID, e.GID} != want[i] {
+			t.Errorf("%s: owner %d:%d, want %d:%d", e.Path, e.UID, e.GID, want[i][0], want[i][1])
+		}
+	}
+	if l[0].UID != 0 {
+		t.Error("translateOwners changed its input")
 	}
 }

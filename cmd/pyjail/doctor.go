@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/dirlock"
@@ -46,7 +47,19 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		rootfsLayer.Detail = fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root)
 	}
 	rep.Layers = append(rep.Layers, rootfsLayer)
-	rep.Layers = append(rep.Layers, subIDLayer(cfg.IDMap))
+	switch {
+	case os.Geteuid() != 0 || rootless.Active():
+		rep.Layers = append(rep.Layers, rootless.Check()...)
+	case rootless.InUserNS():
+		// Root of a user namespace pyjail did not make (a
+		// user-namespaced pod): only the cgroup is its to check.
+		rep.Layers = append(rep.Layers, rootless.CheckCgroup())
+	}
+	if rootless.InUserNS() {
+		rep.Layers = append(rep.Layers, usernsIDLayer(&cfg))
+	} else {
+		rep.Layers = append(rep.Layers, subIDLayer(cfg.IDMap))
+	}
 	if os.Geteuid() == 0 {
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}
@@ -112,6 +125,27 @@ func subIDLayer(m policy.IDMap) policy.Layer {
 			l.Fix = "set id_map.host_id in the config to a range no user owns"
 		}
 	}
+	return l
+}
+
+// usernsIDLayer reports the ids jails get in the server's user namespace,
+// fitted into cfg as jail.New fits them: there the jails' host ids are
+// the subordinate range the namespace was given, by design.
+func usernsIDLayer(cfg *policy.Config) policy.Layer {
+	l := policy.Layer{Name: "uid_range", Required: true}
+	if _, err := rootless.AdaptIDMap(cfg); err != nil {
+		l.Detail, l.Fix = err.Error(), "give the server's user 65536 subordinate uids and gids (/etc/subuid, /etc/subgid)"
+		return l
+	}
+	m := cfg.IDMap
+	first, ok := rootless.HostID(m.HostID)
+	if !ok {
+		l.Detail = fmt.Sprintf("jail id %d is not mapped in this user namespace", m.HostID)
+		return l
+	}
+	l.Active = true
+	l.Detail = fmt.Sprintf("jail uids are this user namespace's %d-%d, host uids %d-%d; code runs as host uid %d",
+		m.HostID, m.HostID+m.Size-1, first, first+m.Size-1, first+m.SandboxID)
 	return l
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 )
 
@@ -39,8 +40,21 @@ Run "pyjail COMMAND -h" for a command's flags.
 `
 
 func main() {
+	if len(os.Args) > 1 && needsJails[os.Args[1]] {
+		// Not root: start rootless, in a user namespace of our own
+		// (jail/rootless). The first execution waits in Enter for
+		// the second to exit; doctor reports a failure instead.
+		if err := rootless.Enter(); err != nil && os.Args[1] != "doctor" {
+			fmt.Fprintf(os.Stderr, "pyjail %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// needsJails are the commands that build jails, and so run rootless when
+// started by a user other than root.
+var needsJails = map[string]bool{"serve": true, "run": true, "bench": true, "doctor": true}
 
 // run dispatches a command and returns the process exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
