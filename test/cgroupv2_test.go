@@ -99,7 +99,7 @@ func cgroupV2Child(t *testing.T) {
 	}
 	rep := v2ChildReport{Report: jail.Probe()}
 	cfg := policy.Default()
-	cfg.StateDir = "/run/pyjail-test-v2"
+	cfg.StateDir = runDir("pyjail-test-v2")
 	cfg.CgroupParent = "/pyjail-test-v2"
 	layout, err := testRootfs(cfg)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
 )
@@ -116,8 +117,14 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 	e := sharedEnv(t)
 	bin := pyjailBinary(t)
 	cfgFile := filepath.Join(t.TempDir(), "config.json")
-	stateDir := "/run/pyjail-test-killed"
+	stateDir := runDir("pyjail-test-killed")
 	cfgJSON := fmt.Sprintf(`{"state_dir": %q, "cgroup_parent": "/pyjail-test-killed", "id_map": {"host_id": 210000000, "size": 65536, "sandbox_id": 1000}}`, stateDir)
+	// Where the server's jails go: that cgroup parent, or in a user
+	// namespace the delegated one.
+	cgParent := policy.Config{CgroupParent: "/pyjail-test-killed", IDMap: e.cfg.IDMap}
+	if err := adaptConfig(&cgParent); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(cfgFile, []byte(cfgJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +166,7 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 	// A new jail with the same state dir sweeps the leftovers.
 	cfg := e.cfg
 	cfg.StateDir = stateDir
-	cfg.CgroupParent = "/pyjail-test-killed"
+	cfg.CgroupParent = cgParent.CgroupParent
 	if _, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout}); err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +175,8 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 		t.Errorf("container state left after the sweep: %v", ents)
 	}
 	// v1 has a directory per controller, v2 one tree (issue 15).
-	cg, _ := filepath.Glob("/sys/fs/cgroup/*/pyjail-test-killed/pj-*")
-	cg2, _ := filepath.Glob("/sys/fs/cgroup/pyjail-test-killed/pj-*")
+	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cgParent.CgroupParent, "pj-*"))
+	cg2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", cgParent.CgroupParent, "pj-*"))
 	if cg = append(cg, cg2...); len(cg) != 0 {
 		t.Errorf("cgroups left after the sweep: %v", cg)
 	}
@@ -224,7 +231,7 @@ func TestStateDirNotSearchable(t *testing.T) {
 	requireRoot(t)
 	e := sharedEnv(t)
 	// Not under t.TempDir(), which is 0700 itself.
-	stateDir := "/run/pyjail-test-statedir"
+	stateDir := runDir("pyjail-test-statedir")
 	_ = os.RemoveAll(stateDir)
 	if err := os.Mkdir(stateDir, 0o700); err != nil {
 		t.Fatal(err)

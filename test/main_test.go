@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
@@ -24,6 +25,15 @@ func TestMain(m *testing.M) {
 	// The jail's init is this test binary re-executed.
 	if jail.IsInit(os.Args) {
 		jail.Init()
+	}
+	if os.Getenv("PYJAIL_TEST_ROOTLESS") == "1" {
+		// The VM's rootless pass (test/vm): the tests run as an
+		// unprivileged user and start again in a user namespace, as
+		// `pyjail serve` does.
+		if err := rootless.Enter(); err != nil {
+			fmt.Fprintf(os.Stderr, "entering rootless mode: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	// The shared pool of fork-server mode outlives every test: close it,
@@ -91,7 +101,7 @@ func sharedEnv(t testing.TB) *testEnv {
 	requireRoot(t)
 	envOnce.Do(func() {
 		cfg := policy.Default()
-		cfg.StateDir = "/run/pyjail-test"
+		cfg.StateDir = runDir("pyjail-test")
 		cfg.CgroupParent = "/pyjail-test"
 		if p := os.Getenv("PYJAIL_TEST_CGROUP_PARENT"); p != "" {
 			// The VM test (test/vm) runs the tests the way a systemd
@@ -103,6 +113,9 @@ func sharedEnv(t testing.TB) *testEnv {
 		// A uid range of their own, so the checks for leftover sandbox
 		// processes never see the jails of a server running beside them.
 		cfg.IDMap.HostID = 210_000_000
+		if envErr = adaptConfig(&cfg); envErr != nil {
+			return
+		}
 		layout, err := testRootfs(cfg)
 		if err != nil {
 			envErr = err
@@ -139,6 +152,24 @@ func sharedEnv(t testing.TB) *testEnv {
 		t.Fatalf("creating jail: %v", envErr)
 	}
 	return envVal
+}
+
+// runDir is where a test's state directory named name goes: /run, or
+// PYJAIL_TEST_RUN_DIR (the VM's rootless pass, whose user cannot create
+// entries in /run).
+func runDir(name string) string {
+	if d := os.Getenv("PYJAIL_TEST_RUN_DIR"); d != "" {
+		return filepath.Join(d, name)
+	}
+	return filepath.Join("/run", name)
+}
+
+// adaptConfig fits cfg to the user namespace the tests run in, as
+// jail.New does (rootless.Adapt; nothing changes as host root), so that
+// what tests expect of uids and cgroup paths is what the jails get.
+func adaptConfig(cfg *policy.Config) error {
+	_, err := rootless.Adapt(cfg)
+	return err
 }
 
 // run executes code in profile and fails the test on a sandbox error.

@@ -114,7 +114,7 @@ func TestRootfsRunsCalculatorExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := policy.Default()
-	cfg.StateDir = "/run/pyjail-test-debian"
+	cfg.StateDir = runDir("pyjail-test-debian")
 	cfg.CgroupParent = "/pyjail-test-debian"
 	cfg.IDMap.HostID = 210_000_000
 	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: layout})
