@@ -77,45 +77,7 @@ func analyze(t *testing.T, bin string, args ...string) (string, error) {
 func TestSystemdUnit(t *testing.T) {
 	settings := unitSettings(t, unitPath)
 
-	t.Run("verify", func(t *testing.T) {
-		bin := systemdAnalyze(t)
-		// verify insists that ExecStart's binary exists and is executable,
-		// and the unit names the installed path; point it at a stand-in.
-		const installed = "/usr/local/bin/pyjail"
-		data, err := os.ReadFile(unitPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(installed) + ` serve `).Match(data) {
-			t.Fatalf("ExecStart does not run %s serve", installed)
-		}
-		dir := t.TempDir()
-		stand := filepath.Join(dir, "pyjail")
-		if err := os.WriteFile(stand, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		unit := filepath.Join(dir, "pyjail.service")
-		if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(data), installed, stand)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := analyze(t, bin, "verify", "--man=no", unit)
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if strings.Contains(line, "pyjail.service") {
-				t.Errorf("systemd-analyze verify: %s", line)
-			} else if line != "" {
-				t.Logf("systemd-analyze verify (another unit): %s", line)
-			}
-		}
-		if err != nil {
-			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
-		}
-		// The exposure score, for the log; its scale changes between
-		// systemd versions, so it is not asserted.
-		if out, err := analyze(t, bin, "security", "--offline=yes", unit); err == nil {
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			t.Log(lines[len(lines)-1])
-		}
-	})
+	t.Run("verify", func(t *testing.T) { verifyUnit(t, unitPath) })
 
 	t.Run("system call filter", func(t *testing.T) {
 		bin := systemdAnalyze(t)
@@ -194,6 +156,102 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("RestartPreventExitStatus=%v, want %v (exitUsage)", got, want)
 		}
 	})
+}
+
+// verifyUnit runs systemd-analyze verify on the unit at path and logs its
+// exposure score.
+func verifyUnit(t *testing.T, path string) {
+	bin := systemdAnalyze(t)
+	// verify insists that ExecStart's binary exists and is executable,
+	// and the unit names the installed path; point it at a stand-in.
+	const installed = "/usr/local/bin/pyjail"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(installed) + ` serve `).Match(data) {
+		t.Fatalf("ExecStart does not run %s serve", installed)
+	}
+	dir := t.TempDir()
+	stand := filepath.Join(dir, "pyjail")
+	if err := os.WriteFile(stand, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(path)
+	unit := filepath.Join(dir, name)
+	if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(data), installed, stand)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := analyze(t, bin, "verify", "--man=no", unit)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, name) {
+			t.Errorf("systemd-analyze verify: %s", line)
+		} else if line != "" {
+			t.Logf("systemd-analyze verify (another unit): %s", line)
+		}
+	}
+	if err != nil {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	// The exposure score, for the log; its scale changes between systemd
+	// versions, so it is not asserted.
+	if out, err := analyze(t, bin, "security", "--offline=yes", unit); err == nil {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		t.Log(lines[len(lines)-1])
+	}
+}
+
+// TestSystemdRootlessUnit checks dist/pyjail-rootless.service: it verifies,
+// runs the root unit's server as an unprivileged user in a delegated
+// cgroup, and sets nothing that would make systemd impose no_new_privs on
+// the unit, which would keep the setuid newuidmap from mapping the
+// server's ids.
+func TestSystemdRootlessUnit(t *testing.T) {
+	path := filepath.Join("..", "..", "dist", "pyjail-rootless.service")
+	t.Run("verify", func(t *testing.T) { verifyUnit(t, path) })
+	rl, root := unitSettings(t, path), unitSettings(t, unitPath)
+	one := func(key string) string {
+		if v := rl[key]; len(v) > 0 {
+			return v[len(v)-1]
+		}
+		return ""
+	}
+	if u := one("User"); u == "" || u == "root" {
+		t.Errorf("User=%q, want an unprivileged user", u)
+	}
+	if one("Delegate") != "yes" {
+		t.Errorf("Delegate=%q, want yes: an unprivileged server can manage only a delegated cgroup", one("Delegate"))
+	}
+	if !slices.Equal(rl["ExecStart"], root["ExecStart"]) {
+		t.Errorf("ExecStart differs from the root unit's: %v vs %v", rl["ExecStart"], root["ExecStart"])
+	}
+	// systemd.exec(5): for a unit with User= and without CAP_SYS_ADMIN,
+	// each of these implies NoNewPrivileges=yes when turned on.
+	for _, key := range []string{
+		"NoNewPrivileges", "SystemCallFilter", "SystemCallArchitectures", "RestrictAddressFamilies",
+		"RestrictNamespaces", "LockPersonality", "RestrictRealtime", "RestrictSUIDSGID", "ProtectClock",
+		"ProtectKernelModules", "ProtectKernelTunables", "ProtectKernelLogs", "PrivateDevices",
+		"MemoryDenyWriteExecute", "ProtectHostname",
+	} {
+		if v := one(key); v != "" && v != "no" {
+			t.Errorf("%s=%s: it makes systemd set no_new_privs for the unit, and newuidmap then fails", key, v)
+		}
+	}
+	// The server needs in its own user namespace what root needs on the
+	// host; the bounding set applies there.
+	have := strings.Fields(one("CapabilityBoundingSet"))
+	for _, c := range strings.Fields(root["CapabilityBoundingSet"][0]) {
+		if c != "CAP_NET_BIND_SERVICE" && !slices.Contains(have, c) {
+			t.Errorf("CapabilityBoundingSet lacks %s, which the server needs in its user namespace", c)
+		}
+	}
+	// StateDirectory=pyjail would make systemd chown /var/lib/pyjail,
+	// the root-owned rootfs below it included, to the user.
+	for _, d := range strings.Fields(one("StateDirectory")) {
+		if d == "pyjail" {
+			t.Errorf("StateDirectory=%s would hand the rootfs at /var/lib/pyjail/rootfs to the user", d)
+		}
+	}
 }
 
 // namedFilter is a seccomp filter and what to call it in a message.
