@@ -139,8 +139,10 @@ func TestRunTools(t *testing.T) {
 			if len(reqs) != 1 {
 				t.Fatalf("runner saw %d requests, want 1", len(reqs))
 			}
-			if got, want := reqs[0].Timeout, tc.wantTimeout; got != want {
-				t.Errorf("timeout = %v, want %v", got, want)
+			// The wait for a slot counts against the call's timeout,
+			// so under load the runner gets a few ms less than asked.
+			if got, want := reqs[0].Timeout, tc.wantTimeout; got > want || want-got > 100*time.Millisecond {
+				t.Errorf("timeout = %v, want %v (less the wait for a slot)", got, want)
 			}
 			if got, want := reqs[0].Code, tc.args["code"]; got != want {
 				t.Errorf("code = %q, want %q", got, want)
