@@ -5,7 +5,9 @@ package rootless
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/pyjail/pyjail/policy"
@@ -35,12 +37,25 @@ func Adapt(cfg *policy.Config) (notes []string, err error) {
 		}
 		return nil, fmt.Errorf("in a user namespace pyjail needs a delegated cgroup for its jails: %w", err)
 	}
-	base := path.Dir(parent)
-	if !strings.HasPrefix(cfg.CgroupParent, base+"/") || strings.HasPrefix(cfg.CgroupParent+"/", path.Join(base, leafName)+"/") {
-		notes = append(notes, fmt.Sprintf("cgroup_parent %s is outside the delegated cgroup %s: jails go below %s", cfg.CgroupParent, base, parent))
-		cfg.CgroupParent = parent
+	if p, note := cgroupParentIn(cfg.CgroupParent, parent); note != "" {
+		notes = append(notes, note)
+		cfg.CgroupParent = p
 	}
 	return notes, nil
+}
+
+// cgroupParentIn keeps the configured cgroup parent when it lies in the
+// delegated cgroup (the parent of jails, Delegate's answer) and is not the
+// server's own leaf, and otherwise returns jails with a note saying so.
+func cgroupParentIn(configured, jails string) (parent, note string) {
+	// base is "/" in a pod with a cgroup namespace of its own.
+	base := path.Dir(jails)
+	inside := strings.TrimSuffix(base, "/") + "/"
+	leaf := path.Join(base, leafName)
+	if strings.HasPrefix(configured, inside) && configured != leaf && !strings.HasPrefix(configured, leaf+"/") {
+		return configured, ""
+	}
+	return jails, fmt.Sprintf("cgroup_parent %s is outside the delegated cgroup %s: jails go below %s", configured, base, jails)
 }
 
 // AdaptIDMap moves cfg's jail id range into the ids the process's user
@@ -72,4 +87,27 @@ func HostID(id uint32) (uint32, bool) {
 		return 0, false
 	}
 	return policy.Outside(uids, id)
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in the capability sets.
+const capSysAdmin = 21
+
+// WithoutSysAdmin reports whether the process lacks CAP_SYS_ADMIN in its
+// effective set: in a user namespace that is a pod started with a few
+// capabilities only (deploy/kubernetes: CHOWN, DAC_OVERRIDE, FOWNER,
+// SETGID, SETUID). There libcontainer must build jails as it does for a
+// non-root user (RootlessEUID), and the server cannot make the detached
+// workspace mounts that forked jails attach.
+func WithoutSysAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<capSysAdmin) == 0
+		}
+	}
+	return false
 }

@@ -311,8 +311,9 @@ func CheckCgroup() policy.Layer {
 		}
 	} else {
 		cg.Active = true
-		cg.Detail = fmt.Sprintf("cgroup %s is delegated to %s with %s; jails go below %s",
-			strings.TrimPrefix(dir, unifiedRoot), who, strings.Join(requiredControllers, ", "), path.Join(strings.TrimPrefix(dir, unifiedRoot), jailsName))
+		rel := path.Join("/", strings.TrimPrefix(dir, unifiedRoot))
+		cg.Detail = fmt.Sprintf("cgroup %s is delegated to %s with %s; jails go below it (%s unless cgroup_parent lies inside)",
+			rel, who, strings.Join(requiredControllers, ", "), path.Join(rel, jailsName))
 	}
 	return cg
 }

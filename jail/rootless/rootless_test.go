@@ -77,3 +77,25 @@ func TestCgroupV1Refused(t *testing.T) {
 		t.Error("Check reports no rootless_cgroup layer")
 	}
 }
+
+func TestCgroupParentIn(t *testing.T) {
+	for _, tc := range []struct {
+		configured, jails, want string
+		moved                   bool
+	}{
+		{"/pyjail", "/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/jails", true},
+		{"/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/jails", false},
+		{"/system.slice/pyjail-rootless.service/other", "/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/other", false},
+		// The server's own leaf holds processes: never a jails' parent.
+		{"/system.slice/pyjail-rootless.service/supervisor/x", "/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/jails", true},
+		{"/system.slice/pyjail-rootless.servicex/jails", "/system.slice/pyjail-rootless.service/jails", "/system.slice/pyjail-rootless.service/jails", true},
+		// A pod with its own cgroup namespace: everything is inside "/".
+		{"/pyjail", "/jails", "/pyjail", false},
+		{"/supervisor", "/jails", "/jails", true},
+	} {
+		got, note := cgroupParentIn(tc.configured, tc.jails)
+		if got != tc.want || (note != "") != tc.moved {
+			t.Errorf("cgroupParentIn(%q, %q) = %q, note %q; want %q (moved %v)", tc.configured, tc.jails, got, note, tc.want, tc.moved)
+		}
+	}
+}
