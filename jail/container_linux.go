@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -118,6 +119,11 @@ func (j *Jail) prepareWorkspace(ctx context.Context, inst *instance, dir string)
 	if err != nil {
 		return err
 	}
+	if j.reduced {
+		if err := checkSearchable(abs); err != nil {
+			return err
+		}
+	}
 	plan, err := j.idmap.plan(abs)
 	if err != nil {
 		return err
@@ -127,6 +133,27 @@ func (j *Jail) prepareWorkspace(ctx context.Context, inst *instance, dir string)
 		return j.chownWorkspace(ctx, abs)
 	}
 	return nil
+}
+
+// checkSearchable makes sure every directory above the workspace dir can
+// be searched by others. Without CAP_SYS_ADMIN (RootlessEUID, see New)
+// runc's init opens the bind mount's source itself, as the jail's root,
+// which is no owner of those directories; a tenant directory of mode 0700
+// would fail every start deep inside runc.
+func checkSearchable(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("workspace %q: %w", dir, err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("workspace %q: %s has mode %#o, and without CAP_SYS_ADMIN jails open their workspace mount as their own root, "+
+				"which must be able to pass through it: chmod o+x %s (o+x lets others through, not list it)", dir, d, fi.Mode().Perm(), d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 // createContainer creates the container under an absolute cgroup path and
@@ -341,6 +368,7 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 		Cgroups:           cg,
 		Rlimits:           rlimits,
 		Seccomp:           seccomp,
+		RootlessEUID:      j.reduced,
 	}
 }
 

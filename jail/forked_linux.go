@@ -696,10 +696,18 @@ type childWorkspace struct {
 	deferred bool
 }
 
+// errNoDetachedMounts: a server without CAP_SYS_ADMIN cannot make the
+// detached workspace mount a forked jail attaches.
+var errNoDetachedMounts = errors.New("a forked jail attaches its workspace as a detached mount, which needs CAP_SYS_ADMIN in the server's user namespace, and this server has none (a pod with a few capabilities): " +
+	"workspace runs use containers, and sessions cannot have a workspace here")
+
 // workspaceTree prepares dir for the sandbox user (step 2 for a forked
 // jail) and makes the detached mount a child attaches: dir as it is now,
 // a restored snapshot or another tenant's workspace included.
 func (j *Jail) workspaceTree(ctx context.Context, inst *instance, dir string) (*os.File, error) {
+	if j.reduced {
+		return nil, errNoDetachedMounts
+	}
 	if err := j.prepareWorkspace(ctx, inst, dir); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,12 @@ type forkPool struct {
 }
 
 func (fp *forkPool) take(ctx context.Context, prof policy.Profile, req record.Request, _ time.Duration) (*instance, error) {
+	if req.Workspace != "" && fp.p.j.reduced {
+		// A forked jail attaches its workspace as a detached mount,
+		// which only a server with CAP_SYS_ADMIN can make: a container
+		// serves the run.
+		return nil, nil
+	}
 	inst, err := fp.takeFork(ctx, prof, req)
 	if inst == nil || err != nil || !inst.ws.deferred || req.Workspace == "" {
 		return inst, err
@@ -86,6 +92,11 @@ func (fp *forkPool) makerLocked() func(context.Context) (*instance, error) {
 	// without; a pool that serves any workspace (many tenants) keeps
 	// children that attach their run's when its code comes.
 	ws := childWorkspace{dir: fp.p.workspace, deferred: fp.p.workspace == ""}
+	if fp.p.j.reduced {
+		// No detached workspace mounts (see take): children serve runs
+		// without a workspace only.
+		ws = childWorkspace{}
+	}
 	return func(ctx context.Context) (*instance, error) {
 		inst, err := z.spawn(ctx, 0, true, ws)
 		if err == nil {

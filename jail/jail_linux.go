@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -81,7 +82,9 @@ type Jail struct {
 	seccompBPF  []byte
 	// idmap makes the workspace mounts of forked jails and the user
 	// namespaces of idmapped ones.
-	idmap     *idmapper
+	idmap *idmapper
+	// reduced: root of a user namespace without CAP_SYS_ADMIN (see New).
+	reduced   bool
 	teardowns sync.WaitGroup
 	launcher
 }
@@ -117,11 +120,25 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 	for _, n := range notes {
 		log.Info("user namespace", "adapted", n)
 	}
+	// Without CAP_SYS_ADMIN (a pod with a few capabilities), libcontainer
+	// must not join each new container's mount namespace from the host
+	// side, which needs it (and SYS_PTRACE, SYS_CHROOT): RootlessEUID
+	// makes runc's init open its mount sources itself. runc then skips
+	// setgroups in every jail, so the server drops its own supplementary
+	// groups here, or jails would inherit them.
+	reduced := os.Geteuid() == 0 && rootless.InUserNS() && rootless.WithoutSysAdmin()
+	if reduced {
+		if err := syscall.Setgroups(nil); err != nil {
+			return nil, fmt.Errorf("dropping supplementary groups (a user namespace without CAP_SYS_ADMIN): %w", err)
+		}
+		log.Info("user namespace without CAP_SYS_ADMIN: jails are built as for a non-root user (RootlessEUID); workspace runs use containers, not forks")
+	}
 	j := &Jail{
 		launcher:      newLauncher(cfg.Policy.MaxConcurrent + launcherSpare),
 		cfg:           cfg,
 		log:           log,
 		host:          Probe(),
+		reduced:       reduced,
 		containersDir: filepath.Join(cfg.Policy.StateDir, "containers"),
 		idmap:         newIdmapper(cfg.Policy.IDMap.SandboxHostID(), idmapDisabled(cfg.Policy)),
 	}
@@ -154,6 +171,12 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 	}
 	return j, nil
 }
+
+// NeedsSearchableParents reports whether every directory above a
+// workspace must be searchable by others (o+x) for jails to mount it: so
+// in a user namespace without CAP_SYS_ADMIN (see New). Servers then make
+// tenant directories 0711.
+func (j *Jail) NeedsSearchableParents() bool { return j.reduced }
 
 // Host returns what probing the host found when the Jail was created.
 func (j *Jail) Host() policy.HostReport { return j.host }

@@ -46,6 +46,9 @@ func Init() {}
 // Wait returns at once: no jail ever ran.
 func (*Jail) Wait() {}
 
+// NeedsSearchableParents is never true without jails.
+func (*Jail) NeedsSearchableParents() bool { return false }
+
 // Environment returns ErrUnsupported.
 func (*Jail) Environment(context.Context) (*Environment, error) { return nil, ErrUnsupported }
 

@@ -267,3 +267,41 @@ func TestReplicasRestoreEndsSessionsElsewhere(t *testing.T) {
 		t.Errorf("replica 1 ended %q, want the tenant's workspace sessions with reason restored", runners[1].ended)
 	}
 }
+
+// TestTenantDirMode: tenant directories are 0700 unless the runner needs
+// them searchable (a pod without CAP_SYS_ADMIN, whose jails pass through
+// them as their own root), and then 0711, also when an earlier server
+// made them 0700.
+func TestTenantDirMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode, want os.FileMode
+	}{{0, 0o700}, {0o711, 0o711}} {
+		dataDir := t.TempDir()
+		// Made by an earlier server, before the mode was asked for.
+		if err := os.MkdirAll(filepath.Join(dataDir, "tenants", "alice"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t, func(c *Config) { c.DataDir, c.TenantDirMode = dataDir, tc.mode })
+		if res := callAs(t, t.Context(), h, tokens.Tenant{Name: "alice"}, "write_workspace_file", map[string]any{"path": "a.txt", "content": "x"}); res.IsError {
+			t.Fatal(text(res))
+		}
+		for _, d := range []string{"tenants", "tenants/alice"} {
+			fi, err := os.Stat(filepath.Join(dataDir, d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tc.want {
+				t.Errorf("TenantDirMode %#o: %s has mode %#o, want %#o", tc.mode, d, got, tc.want)
+			}
+		}
+		for _, d := range []string{"tenants/alice/workspace", "tenants/alice/snapshots"} {
+			fi, err := os.Stat(filepath.Join(dataDir, d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != 0o700 {
+				t.Errorf("%s has mode %#o, want 0700 whatever TenantDirMode", d, got)
+			}
+		}
+	}
+}

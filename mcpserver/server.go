@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -75,6 +76,11 @@ type Config struct {
 	// whose context carries a tenant (WithTenant) act there. Calls without
 	// one act on Workspace and SnapshotDir, the local tenant.
 	DataDir string
+	// TenantDirMode is the mode of each tenants/<name> directory (and of
+	// tenants/): 0700 when zero. A runner whose jails must pass through
+	// the directories above a workspace themselves asks for 0711
+	// (cmd/pyjail: jail.NeedsSearchableParents).
+	TenantDirMode os.FileMode
 	// TenantQuota is every tenant's quota where the tokens file sets none
 	// (zero fields: no quota beyond the server's own limits).
 	TenantQuota tokens.Quota

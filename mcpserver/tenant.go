@@ -178,6 +178,15 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 			return nil, fmt.Errorf("creating tenant directory %q: %w", d, err)
 		}
 	}
+	if mode := s.cfg.TenantDirMode; mode != 0 {
+		// Also for directories an earlier server made 0700. Only the
+		// search bit is added: nobody else may list them.
+		for _, d := range []string{filepath.Dir(root), root} {
+			if err := os.Chmod(d, mode); err != nil {
+				return nil, fmt.Errorf("setting the mode of tenant directory %q: %w", d, err)
+			}
+		}
+	}
 	t.root = root
 	var err error
 	if t.lock, err = dirlock.Open(filepath.Join(root, lockFile)); err != nil {

@@ -186,6 +186,11 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if met != nil {
 		scfg.Observer = met
 	}
+	if j.NeedsSearchableParents() {
+		// A pod without CAP_SYS_ADMIN: jails reach their workspace
+		// through the tenant directories as their own root.
+		scfg.TenantDirMode = 0o711
+	}
 	srv, err = mcpserver.New(scfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
