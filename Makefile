@@ -53,11 +53,24 @@ test-kubernetes:
 VM_ROOT_TESTS ?= Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|CPU|Timeout|Output|ManyRuns|ConcurrentRuns|Cancellation|KilledServer|CgroupV2|ForkServer|Pool
 VM_FORK_TESTS ?= Identity|Network|Processes|Filesystem|Seccomp|Memory|Pids|CPU|Timeout|Output|Scientific|EscapeCorpusKernelOnly|ManyRuns|ConcurrentRuns|Cancellation
 VM_MANY_RUNS  ?= 50
+# The rootless pass: the root pass's tests as the unprivileged user pyjail
+# (made by test/vm/hooks/pre-rootless, with subordinate ids), which start
+# again in a user namespace of their own as `pyjail serve` does
+# (jail/rootless). /run/pyjail-rootless is its state; the user may not
+# create entries in /run.
+VM_ROOTLESS_TESTS ?= $(VM_ROOT_TESTS)
+VM_ROOTLESS_PROPS ?= -p User=pyjail -p Group=pyjail -p RuntimeDirectory=pyjail-rootless
+# Boot to power-off: three passes of 4-5 min each under TCG, the rootless
+# service check, and room for a slow host.
+VM_TIMEOUT ?= 1800
 vm-test: build rootfs
 	$(GO) test -c -tags $(TAGS) -o bin/integration.test ./test/
+	VM_PASSES='root forkserver rootless' VM_HOOKS=test/vm/hooks \
 	VM_RUN_root='$(VM_ROOT_TESTS)' VM_ENV_root='PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
 	VM_RUN_forkserver='$(VM_FORK_TESTS)' VM_ENV_forkserver='PYJAIL_TEST_FORK_SERVER=1 PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
-	VM_ROOTFS=$(ROOTFS) bash test/vm/run.sh
+	VM_RUN_rootless='$(VM_ROOTLESS_TESTS)' VM_PROPS_rootless='$(VM_ROOTLESS_PROPS)' \
+	VM_ENV_rootless='PYJAIL_TEST_ROOTLESS=1 PYJAIL_TEST_RUN_DIR=/run/pyjail-rootless PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
+	VM_TIMEOUT=$(VM_TIMEOUT) VM_ROOTFS=$(ROOTFS) bash test/vm/run.sh
 
 # Build (or confirm, in well under a second) the Debian rootfs.
 rootfs: build

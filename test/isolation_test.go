@@ -360,7 +360,7 @@ print(a, g, round(q, 6), i)
 func assertNoSandboxProcesses(t *testing.T, e *testEnv) {
 	t.Helper()
 	uid := fmt.Sprint(e.cfg.IDMap.SandboxHostID())
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(slow(3 * time.Second))
 	for {
 		var found []string
 		ents, _ := os.ReadDir("/proc")
@@ -379,7 +379,11 @@ func assertNoSandboxProcesses(t *testing.T, e *testEnv) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox processes still running: %v", found)
+			var about []string
+			for _, pid := range found {
+				about = append(about, describeProcess(pid))
+			}
+			t.Fatalf("sandbox processes still running: %s", strings.Join(about, "; "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -440,4 +444,21 @@ for n in os.listdir("."):
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// describeProcess names a process for a failure message: its pid, parent,
+// state and command line.
+func describeProcess(pid string) string {
+	status, _ := os.ReadFile("/proc/" + pid + "/status")
+	var ppid, state string
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "PPid:"); ok {
+			ppid = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "State:"); ok {
+			state = strings.TrimSpace(v)
+		}
+	}
+	cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	return fmt.Sprintf("pid %s (parent %s, %s): %q", pid, ppid, state, strings.ReplaceAll(string(cmd), "\x00", " "))
 }

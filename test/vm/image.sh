@@ -112,8 +112,10 @@ done
 
 # The packages of the guest: systemd and what systemd-run --wait needs
 # (dbus), kmod for the 9p modules, libseccomp2 for the cgo binaries,
-# procps and util-linux for the test script.
-PACKAGES=(systemd systemd-sysv udev dbus kmod libseccomp2 procps util-linux)
+# procps and util-linux for the test script, passwd (useradd, usermod)
+# and uidmap (newuidmap, newgidmap) for the rootless pass, curl for its
+# HTTP service check.
+PACKAGES=(systemd systemd-sysv udev dbus kmod libseccomp2 procps util-linux passwd uidmap curl)
 # A box is logged into over ssh, provisioned with apt and synced with rsync.
 [ "$flavor" = box ] && PACKAGES+=(openssh-server sudo rsync systemd-resolved ca-certificates apt)
 

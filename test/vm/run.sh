@@ -29,6 +29,10 @@
 #   VM_RUN_<pass>     -test.run of a pass; VM_ENV_<pass>: extra NAME=VALUE
 #                     words; VM_PROPS_<pass>: extra systemd-run words
 #   VM_HOOKS          a directory of pre-<pass> executables for the guest
+#   VM_SERVICE        1: start dist/pyjail.service, then pyjail-rootless.service
+#                     in the guest after the passes and call tools over HTTP [1]
+#   VM_POD            1: run pyjail as root of a simulated pod's user
+#                     namespace after that [1]
 #   VM_TEST_TIMEOUT   -test.timeout of each pass [10m]
 #   VM_QEMU_EXTRA     more qemu arguments (a second disk, ...)
 #   VM_SHELL=1        boot to a root shell on this terminal instead
@@ -112,9 +116,13 @@ cp "$TEST_BIN" "$OUT/in/integration.test"
 # under go test, which runs a test binary in its package's directory.
 cp -r "$here/../testdata" "$OUT/in/testdata"
 if [ -n "${VM_HOOKS:-}" ]; then cp -r "$VM_HOOKS" "$OUT/in/hooks"; fi
+# The rootless unit, which the guest starts for real once the passes are
+# done (VM_SERVICE=0 skips that).
+[ "${VM_SERVICE:-1}" = 1 ] && cp "$here/../../dist/pyjail.service" "$here/../../dist/pyjail-rootless.service" "$OUT/in/"
 {
   printf 'VM_PASSES=(%s)\n' "${PASSES[*]}"
   printf 'VM_TEST_TIMEOUT=%q\n' "${VM_TEST_TIMEOUT:-10m}"
+  printf 'VM_POD=%q\n' "${VM_POD:-1}"
   # Latency bounds of the tests (not the jails' own limits) stretch under
   # emulation; see slow() in test/main_test.go.
   # A fork bomb's kill took 3 s here on a quiet host, 12 s on a busy one.
@@ -201,6 +209,20 @@ for p in "${PASSES[@]}"; do
     grep -E -B2 -A25 '^ *--- (FAIL|SKIP)|^panic:' "$res/$p.log" | sed 's/^/   | /' | head -n 200
   fi
 done
+if [ "${VM_SERVICE:-1}" = 1 ]; then
+  for unit in pyjail pyjail-rootless; do
+    src=$(cat "$res/$unit.service.rc" 2>/dev/null || echo missing)
+    echo "== dist/$unit.service under systemd: exit $src"
+    sed 's/^/   /' "$res/$unit.service.txt" 2>/dev/null || echo "   no log"
+    [ "$src" = 0 ] || fail=1
+  done
+fi
+if [ "${VM_POD:-1}" = 1 ]; then
+  prc=$(cat "$res/pod.rc" 2>/dev/null || echo missing)
+  echo "== a user-namespaced pod, simulated (unshare with a chowned cgroup): exit $prc"
+  sed 's/^/   /' "$res/pod.txt" 2>/dev/null || echo "   no log"
+  [ "$prc" = 0 ] || fail=1
+fi
 [ -f "$res/done" ] || { echo "== the test script did not finish; console tail:"; tail -n 50 "$console"; fail=1; }
 echo "== total $(since "$t0")s; logs in $OUT"
 if [ "$fail" != 0 ]; then
