@@ -142,20 +142,21 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the jail's code runs: its container dir exists.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ents, _ := os.ReadDir(filepath.Join(stateDir, "containers"))
-		if len(ents) > 0 {
-			time.Sleep(300 * time.Millisecond)
-			break
-		}
+	// Wait until the jail's runner runs: its container dir exists, and
+	// runc's init has become the runner (Python, as the sandbox user),
+	// which arms its parent-death signal first thing. Killed earlier,
+	// while runc's init still sets the jail up, the server leaves that
+	// init waiting until the next start sweeps it (or systemd, stopping
+	// the unit, kills it): seen in the VM, where that takes long.
+	deadline := time.Now().Add(slow(20 * time.Second))
+	for !runnerRunning(e.cfg.IDMap.SandboxHostID()) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			t.Fatal("jail never started")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	time.Sleep(300 * time.Millisecond)
 	_ = stdout
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -293,4 +294,24 @@ func TestDoctorStartJail(t *testing.T) {
 		}
 	}
 	t.Errorf("no start_jail layer in %s", out)
+}
+
+// runnerRunning reports whether a jail runner (a Python process of the
+// sandbox uid) exists.
+func runnerRunning(uid uint32) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		status, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "Uid:" && f[1] == fmt.Sprint(uid) {
+				if cmd, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline"); strings.Contains(string(cmd), "python3") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
