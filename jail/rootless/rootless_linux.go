@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,6 +206,10 @@ func plan() (*setup, error) {
 // run starts the binary again in a new user and mount namespace, maps its
 // ids, relays signals and returns the status to exit with.
 func (s *setup) run() int {
+	// The child's parent-death signal fires when the thread that forked
+	// it ends, not the process: keep this goroutine on its thread until
+	// exit.
+	runtime.LockOSThread()
 	r, w, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pyjail: rootless: %v\n", err)
