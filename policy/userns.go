@@ -126,36 +126,27 @@ type SubIDRange struct {
 // /etc/subgid) gives the user called name or numbered id, in file order.
 func SubIDRanges(file, name string, id uint32) []SubIDRange {
 	var out []SubIDRange
-	uid := strconv.FormatUint(uint64(id), 10)
-	for line := range strings.Lines(file) {
-		f := strings.Split(strings.TrimSpace(line), ":")
-		if len(f) != 3 || (f[0] != name && f[0] != uid) {
-			continue
+	for _, e := range parseSubIDs(file) {
+		if e.count > 0 && isUser(e.owner, name, id) {
+			out = append(out, SubIDRange{Start: uint32(e.start), Count: uint32(e.count)})
 		}
-		s, err1 := strconv.ParseUint(f[1], 10, 32)
-		n, err2 := strconv.ParseUint(f[2], 10, 32)
-		if err1 != nil || err2 != nil || n == 0 {
-			continue
-		}
-		out = append(out, SubIDRange{Start: uint32(s), Count: uint32(n)})
 	}
 	return out
+}
+
+// isUser reports whether a subordinate-id file's owner field names the
+// user called name or numbered id.
+func isUser(owner, name string, id uint32) bool {
+	return owner == name || owner == strconv.FormatUint(uint64(id), 10)
 }
 
 // SubIDOverlap returns the first other user (not name or id) whose range
 // in file overlaps r: both users' files would then be the same host ids.
 func SubIDOverlap(file, name string, id uint32, r SubIDRange) (owner string, overlap bool) {
-	uid := strconv.FormatUint(uint64(id), 10)
 	lo, hi := uint64(r.Start), uint64(r.Start)+uint64(r.Count)
-	for line := range strings.Lines(file) {
-		f := strings.Split(strings.TrimSpace(line), ":")
-		if len(f) != 3 || f[0] == name || f[0] == uid {
-			continue
-		}
-		s, err1 := strconv.ParseUint(f[1], 10, 32)
-		n, err2 := strconv.ParseUint(f[2], 10, 32)
-		if err1 == nil && err2 == nil && s < hi && lo < s+n {
-			return f[0], true
+	for _, e := range parseSubIDs(file) {
+		if !isUser(e.owner, name, id) && e.start < hi && lo < e.start+e.count {
+			return e.owner, true
 		}
 	}
 	return "", false

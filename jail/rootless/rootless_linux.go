@@ -196,8 +196,8 @@ func plan() (*setup, error) {
 	}
 	s := &setup{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	s.user = userName(s.uid)
-	s.subuid, _ = subRange("/etc/subuid", s.user, s.uid)
-	s.subgid, _ = subRange("/etc/subgid", s.user, s.uid)
+	s.subuid, _, _ = subRange("/etc/subuid", s.user, s.uid)
+	s.subgid, _, _ = subRange("/etc/subgid", s.user, s.uid)
 	s.newuidmap, _ = exec.LookPath("newuidmap")
 	s.newgidmap, _ = exec.LookPath("newgidmap")
 	return s, nil
@@ -334,9 +334,8 @@ func checkSubIDs(uid, gid uint32, name string) []policy.Layer {
 			Name: "rootless_sub" + f.kind, Required: true,
 			Fix: fmt.Sprintf("give %s a range of %d: usermod --add-sub%ss %s %s (a range no other user has)", name, Ids, f.kind, SuggestedRange, name),
 		}
-		r, err := subRange(f.file, name, id)
-		b, _ := os.ReadFile(f.file)
-		owner, overlap := policy.SubIDOverlap(string(b), name, id, policy.SubIDRange{Start: r.Start, Count: min(r.Count, Ids)})
+		r, text, err := subRange(f.file, name, id)
+		owner, overlap := policy.SubIDOverlap(text, name, id, policy.SubIDRange{Start: r.Start, Count: min(r.Count, Ids)})
 		switch {
 		case err != nil:
 			l.Detail = err.Error()
@@ -416,22 +415,23 @@ func userName(uid uint32) string {
 }
 
 // subRange returns the first range of at least Ids that file gives the
-// user, or an error that says what the file holds instead.
-func subRange(file, name string, id uint32) (policy.SubIDRange, error) {
+// user, with the file's text (for the overlap check), or an error that
+// says what the file holds instead.
+func subRange(file, name string, id uint32) (policy.SubIDRange, string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return policy.SubIDRange{}, fmt.Errorf("reading %s: %w", file, err)
+		return policy.SubIDRange{}, "", fmt.Errorf("reading %s: %w", file, err)
 	}
 	ranges := policy.SubIDRanges(string(b), name, id)
 	for _, r := range ranges {
 		if r.Count >= Ids {
-			return r, nil
+			return r, string(b), nil
 		}
 	}
 	if len(ranges) == 0 {
-		return policy.SubIDRange{}, fmt.Errorf("%s gives %s no range", file, name)
+		return policy.SubIDRange{}, string(b), fmt.Errorf("%s gives %s no range", file, name)
 	}
-	return policy.SubIDRange{}, fmt.Errorf("%s gives %s no range of %d ids (its largest has %d)", file, name, Ids, slices.MaxFunc(ranges, func(a, b policy.SubIDRange) int {
+	return policy.SubIDRange{}, string(b), fmt.Errorf("%s gives %s no range of %d ids (its largest has %d)", file, name, Ids, slices.MaxFunc(ranges, func(a, b policy.SubIDRange) int {
 		return int(int64(a.Count) - int64(b.Count))
 	}).Count)
 }

@@ -18,20 +18,20 @@ func TestSubRange(t *testing.T) {
 	if err := os.WriteFile(file, []byte("alice:100000:65536\npyjail:300000000:1000\npyjail:300065536:65536\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := subRange(file, "pyjail", 998)
+	r, _, err := subRange(file, "pyjail", 998)
 	if err != nil || r.Start != 300065536 || r.Count != Ids {
 		t.Fatalf("subRange = %+v, %v; want the second, large enough range", r, err)
 	}
-	if _, err := subRange(file, "bob", 1001); err == nil || !strings.Contains(err.Error(), "gives bob no range") {
+	if _, _, err := subRange(file, "bob", 1001); err == nil || !strings.Contains(err.Error(), "gives bob no range") {
 		t.Errorf("bob: err = %v", err)
 	}
 	if err := os.WriteFile(file, []byte("bob:100000:4096\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := subRange(file, "bob", 1001); err == nil || !strings.Contains(err.Error(), "its largest has 4096") {
+	if _, _, err := subRange(file, "bob", 1001); err == nil || !strings.Contains(err.Error(), "its largest has 4096") {
 		t.Errorf("a short range: err = %v", err)
 	}
-	if _, err := subRange(filepath.Join(dir, "missing"), "bob", 1001); err == nil {
+	if _, _, err := subRange(filepath.Join(dir, "missing"), "bob", 1001); err == nil {
 		t.Error("a missing file gave a range")
 	}
 }
