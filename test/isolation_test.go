@@ -359,22 +359,9 @@ print(a, g, round(q, 6), i)
 // host uid: after a run returns, nothing of it may survive.
 func assertNoSandboxProcesses(t *testing.T, e *testEnv) {
 	t.Helper()
-	uid := fmt.Sprint(e.cfg.IDMap.SandboxHostID())
 	deadline := time.Now().Add(slow(3 * time.Second))
 	for {
-		var found []string
-		ents, _ := os.ReadDir("/proc")
-		for _, ent := range ents {
-			b, err := os.ReadFile("/proc/" + ent.Name() + "/status")
-			if err != nil {
-				continue
-			}
-			for _, l := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(l); len(f) > 2 && f[0] == "Uid:" && (f[1] == uid || f[2] == uid) {
-					found = append(found, ent.Name())
-				}
-			}
-		}
+		found := sandboxProcesses(e.cfg.IDMap.SandboxHostID())
 		if len(found) == 0 {
 			return
 		}
@@ -444,6 +431,25 @@ for n in os.listdir("."):
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sandboxProcesses lists the pids whose real or effective uid is uid.
+func sandboxProcesses(uid uint32) []string {
+	want := fmt.Sprint(uid)
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "Uid:" && (f[1] == want || f[2] == want) {
+				found = append(found, ent.Name())
+			}
+		}
+	}
+	return found
 }
 
 // describeProcess names a process for a failure message: its pid, parent,

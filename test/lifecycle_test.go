@@ -299,18 +299,9 @@ func TestDoctorStartJail(t *testing.T) {
 // runnerRunning reports whether a jail runner (a Python process of the
 // sandbox uid) exists.
 func runnerRunning(uid uint32) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		status, err := os.ReadFile("/proc/" + ent.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(l); len(f) > 2 && f[0] == "Uid:" && f[1] == fmt.Sprint(uid) {
-				if cmd, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline"); strings.Contains(string(cmd), "python3") {
-					return true
-				}
-			}
+	for _, pid := range sandboxProcesses(uid) {
+		if cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline"); strings.Contains(string(cmd), "python3") {
+			return true
 		}
 	}
 	return false
