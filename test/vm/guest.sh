@@ -23,6 +23,22 @@ in=/mnt/in
 out=/mnt/out
 work=/var/tmp/pyjail-vm
 
+# mcp ARGS...: one MCP request over HTTP to $mcp_url with the bearer
+# $token and, once mcp_open has made one, the session id $sid.
+mcp() {
+  curl -sS --max-time 120 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' ${sid:+-H "Mcp-Session-Id: $sid"} "$@" "$mcp_url"
+}
+
+# mcp_open: a new MCP session at $mcp_url (initialize, initialized).
+mcp_open() {
+  sid=
+  mcp -D /tmp/mcp-hdr -o /dev/null -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"vm","version":"1"}}}'
+  sid=$(sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: *\([^[:space:]]*\).*/\1/p' /tmp/mcp-hdr)
+  [ -n "$sid" ] || { echo "no session id"; cat /tmp/mcp-hdr; return 1; }
+  mcp -o /dev/null -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+}
+
 # Inside the transient unit: make the cgroup layout and run the tests.
 if [ "${1:-}" = --in-unit ]; then
   pass=$2
@@ -82,15 +98,8 @@ if [ "${1:-}" = --service ]; then
   cg=$(systemctl show -p ControlGroup --value "$unit")
   find "/sys/fs/cgroup$cg" -maxdepth 1 -type d | sed "s|/sys/fs/cgroup||"
   echo "subtree_control: $(cat "/sys/fs/cgroup$cg/cgroup.subtree_control")"
-  mcp() {
-    curl -sS --max-time 120 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-      -H 'Accept: application/json, text/event-stream' ${sid:+-H "Mcp-Session-Id: $sid"} "$@" http://127.0.0.1:8080/mcp
-  }
-  sid=
-  mcp -D /tmp/hdr -o /dev/null -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"vm","version":"1"}}}'
-  sid=$(sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: *\([^[:space:]]*\).*/\1/p' /tmp/hdr)
-  [ -n "$sid" ] || { echo "no session id"; cat /tmp/hdr; exit 1; }
-  mcp -o /dev/null -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  mcp_url=http://127.0.0.1:8080/mcp
+  mcp_open
   echo "--- run_python (calc)"
   mcp -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}' | tee /tmp/calc
   echo
@@ -117,10 +126,7 @@ if [ "${1:-}" = --service ]; then
     sleep 1
   done
   echo "restarted: main pid $main -> $now, restarts $(systemctl show -p NRestarts --value "$unit")"
-  sid=
-  mcp -D /tmp/hdr -o /dev/null -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"vm","version":"1"}}}'
-  sid=$(sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: *\([^[:space:]]*\).*/\1/p' /tmp/hdr)
-  mcp -o /dev/null -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  mcp_open
   mcp -d '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}' | tee /tmp/calc2
   echo
   grep -q '42' /tmp/calc2
@@ -224,20 +230,13 @@ if [ "${1:-}" = --pod-unit ]; then
     --metrics 127.0.0.1:9191 --tokens "$state/tokens.json" --data-dir "$state/data" >/tmp/serve5 2>&1 &
   server=$!
   for _ in $(seq 180); do curl -fs http://127.0.0.1:9191/readyz >/dev/null && break; sleep 1; done
-  mcp5() {
-    curl -sS --max-time 120 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-      -H 'Accept: application/json, text/event-stream' ${sid:+-H "Mcp-Session-Id: $sid"} "$@" http://127.0.0.1:8181/mcp
-  }
-  sid=
-  mcp5 -D /tmp/hdr5 -o /dev/null -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"vm","version":"1"}}}'
-  sid=$(sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: *\([^[:space:]]*\).*/\1/p' /tmp/hdr5)
-  [ -n "$sid" ] || { echo "no session id"; cat /tmp/hdr5 /tmp/serve5; exit 1; }
-  mcp5 -o /dev/null -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  mcp_url=http://127.0.0.1:8181/mcp
+  mcp_open || { cat /tmp/serve5; exit 1; }
   # Until the calc fork server is up (it preloads numpy and pandas: tens
   # of seconds under TCG), runs are cold; then they must be forked.
   forked=
   for i in $(seq 2 40); do
-    mcp5 -d '{"jsonrpc":"2.0","id":'"$i"',"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}' >/tmp/calc5
+    mcp -d '{"jsonrpc":"2.0","id":'"$i"',"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}' >/tmp/calc5
     grep -q '42' /tmp/calc5 || { cat /tmp/calc5; exit 1; }
     start=$(sed -n 's/.*"start":"\([a-z]*\)".*/\1/p' /tmp/calc5)
     echo "run_python $i: 42, start $start"
@@ -245,7 +244,7 @@ if [ "${1:-}" = --pod-unit ]; then
     sleep 3
   done
   [ -n "$forked" ] || { echo "calc never ran forked"; cat /tmp/serve5; exit 1; }
-  mcp5 -d '{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"open(\"w.txt\", \"w\").write(\"w\")\nprint(open(\"w.txt\").read())"}}}' | tee /tmp/ws5
+  mcp -d '{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"open(\"w.txt\", \"w\").write(\"w\")\nprint(open(\"w.txt\").read())"}}}' | tee /tmp/ws5
   echo
   grep -q '"verdict":"ok"' /tmp/ws5
   echo "tenant directories: $(find "$state/data/tenants" -maxdepth 2 -printf '%m %P, ')"
