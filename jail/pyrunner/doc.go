@@ -10,13 +10,17 @@
 // A runner serves exactly one Exec and then exits with os._exit, so a
 // pre-started (warm) jail is still single-use.
 //
-// The runner is two Python modules split by trust role (Files): runner.py,
-// the process side (this protocol, running the code, the fork server, a
-// forked child's isolation, Landlock), imports fence.py, the language
-// fence (the AST check, guarded builtins and imports, module proxies, the
-// audit hook, the confined open), which is the runtime side of package
-// policy's PythonRules and imports nothing of the runner. Bootstrap starts
-// them and removes both from the import system before any code runs.
+// The runner is Python modules split by trust role and concern (Files).
+// The process side: runner.py, the entry point (boot, Landlock, one Exec),
+// which imports wire.py (this protocol's descriptors and the serialiser
+// user code cannot forge), execute.py (checking and running one code into
+// a reply), forkserver.py (the fork server and a forked child's
+// isolation) and session.py (many calls in one interpreter). They all
+// import fence.py, the language fence (the AST check, guarded builtins and
+// imports, module proxies, the audit hook, the confined open), which is
+// the runtime side of package policy's PythonRules and imports nothing of
+// the runner. Bootstrap starts them and removes every one from the import
+// system before any code runs.
 //
 // The package performs no system calls and does not import libcontainer;
 // it can be tested by running the runner with the host's python3.

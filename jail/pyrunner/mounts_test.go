@@ -9,17 +9,17 @@ import (
 )
 
 // mountScript runs the fork child's mount step without mounting anything:
-// it decodes argv[2] (a ForkServer as JSON) with the runner's _mount_table
+// it decodes argv[2] (a ForkServer as JSON) with the fork server module's _mount_table
 // and applies the rows with _apply_mounts through a fake mount(2) that
 // records each call and fails with the errno argv[3] names for a target.
 const mountScript = `import errno, json, os, sys
 sys.path.insert(0, sys.argv[1])
-import runner
+import forkserver
 fs, fails = json.loads(sys.argv[2]), json.loads(sys.argv[3]) or {}
 out = {"rows": None, "error": None, "calls": [], "apply_error": None}
 dec = lambda v: v.decode() if v is not None else None
 try:
-    table = runner._mount_table(fs)
+    table = forkserver._mount_table(fs)
 except ValueError as e:
     out["error"] = str(e)
 else:
@@ -29,7 +29,7 @@ else:
         name = fails.get(dec(target))
         return getattr(errno, name) if name else 0
     try:
-        runner._apply_mounts(mount, table)
+        forkserver._apply_mounts(mount, table)
     except OSError as e:
         out["apply_error"] = str(e)
 print(json.dumps(out))

@@ -10,11 +10,13 @@ import (
 )
 
 // Files holds the runner's Python modules, placed read-only side by side
-// in every jail's RunnerDir: FileName, the entry point and process side,
-// and FenceFileName, the language fence it imports. Install every *.py
-// file of Files, and address the directory by the content of all of them.
+// in every jail's RunnerDir: FileName, the entry point, the modules of the
+// process side it imports (the supervisor's channel, running one code,
+// the fork server, sessions), and FenceFileName, the language fence.
+// Install every *.py file of Files, and address the directory by the
+// content of all of them.
 //
-//go:embed runner.py fence.py
+//go:embed runner.py wire.py execute.py forkserver.py session.py fence.py
 var Files embed.FS
 
 // Path is where the runner's entry point lives inside the jail.
