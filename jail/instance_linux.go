@@ -62,7 +62,12 @@ type instance struct {
 	// session's calls, whose jail lives on).
 	cpuAtReady uint64
 	oomAtReady uint64
-	peak       *os.File
+	// cpuWatch, when set, is the call's CPU-time limit enforced from
+	// here: a session call where RLIMIT_CPU cannot end it (see
+	// session.startCall). await then kills the jail once its cgroup has
+	// used that much CPU since cpuAtReady.
+	cpuWatch time.Duration
+	peak     *os.File
 	// memoryLimit is the cgroup's memory limit, for verdict messages.
 	memoryLimit int64
 	// frozen: the run ended with the jail's cgroup frozen (a workspace run
@@ -254,6 +259,8 @@ type outcome struct {
 	reply    *pyrunner.Reply
 	timedOut bool
 	flooded  bool
+	// cpuKilled: the jail was killed at its CPU-time limit (cpuWatch).
+	cpuKilled bool
 	// messagesDone: the control pipe reached EOF (or garbage); no reply
 	// can come any more.
 	messagesDone bool
@@ -305,6 +312,11 @@ func (inst *instance) conclude(ctx context.Context, req record.Request, timeout 
 	return inst.result(ctx, out, timeout, req.Queued), out, nil
 }
 
+// cpuWatchInterval is how often await reads the CPU time of a call whose
+// CPU-time limit the kernel cannot enforce (instance.cpuWatch): a call
+// may pass its limit by this much before it is killed.
+const cpuWatchInterval = 100 * time.Millisecond
+
 // await waits for the run to end: the jail's exit, its reply and EOF on
 // its output, the deadline, an output flood, or ctx. On the deadline, a
 // flood or ctx it kills the whole jail and waits for its exit.
@@ -324,11 +336,24 @@ func (inst *instance) await(ctx context.Context, timeout time.Duration) (outcome
 	// reply: a process the call left running (layer none) may hold its
 	// output pipes, and the session outlives the call.
 	var grace <-chan time.Time
+	// cpuTick polls the cgroup's CPU time while cpuWatch is set; reading
+	// one counter ten times a second costs nothing measurable.
+	var cpuTick <-chan time.Time
+	if inst.cpuWatch > 0 {
+		tick := time.NewTicker(cpuWatchInterval)
+		defer tick.Stop()
+		cpuTick = tick.C
+	}
 	messages := inst.messages
 	var ctxErr error
 wait:
 	for {
 		select {
+		case <-cpuTick:
+			if used := inst.cpuUsage(); used > inst.cpuAtReady && time.Duration(used-inst.cpuAtReady) >= inst.cpuWatch {
+				out.cpuKilled = true
+				break wait
+			}
 		case out.done = <-inst.exited:
 			out.exited = true
 			break wait
@@ -381,7 +406,7 @@ wait:
 			break wait
 		}
 	}
-	if out.timedOut || out.flooded || ctxErr != nil {
+	if out.timedOut || out.flooded || out.cpuKilled || ctxErr != nil {
 		// SIGKILL to the pid namespace's init kills every process in it.
 		inst.body.kill()
 		out.done = <-inst.exited

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 
@@ -84,8 +86,13 @@ type Jail struct {
 	// namespaces of idmapped ones.
 	idmap *idmapper
 	// reduced: root of a user namespace without CAP_SYS_ADMIN (see New).
-	reduced   bool
-	teardowns sync.WaitGroup
+	reduced bool
+	// raisesHardLimits: the server holds CAP_SYS_RESOURCE in the host's
+	// user namespace, which raising a process's hard rlimit takes. A
+	// server in a user namespace never does; a container may have
+	// dropped it.
+	raisesHardLimits bool
+	teardowns        sync.WaitGroup
 	launcher
 }
 
@@ -134,13 +141,17 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		log.Info("user namespace without CAP_SYS_ADMIN: jails are built as for a non-root user (RootlessEUID); workspace runs use containers, not forks")
 	}
 	j := &Jail{
-		launcher:      newLauncher(cfg.Policy.MaxConcurrent + launcherSpare),
-		cfg:           cfg,
-		log:           log,
-		host:          Probe(),
-		reduced:       reduced,
-		containersDir: filepath.Join(cfg.Policy.StateDir, "containers"),
-		idmap:         newIdmapper(cfg.Policy.IDMap.SandboxHostID(), idmapDisabled(cfg.Policy)),
+		launcher:         newLauncher(cfg.Policy.MaxConcurrent + launcherSpare),
+		cfg:              cfg,
+		log:              log,
+		host:             Probe(),
+		reduced:          reduced,
+		raisesHardLimits: raisesHardLimits(),
+		containersDir:    filepath.Join(cfg.Policy.StateDir, "containers"),
+		idmap:            newIdmapper(cfg.Policy.IDMap.SandboxHostID(), idmapDisabled(cfg.Policy)),
+	}
+	if !j.raisesHardLimits {
+		log.Info("no CAP_SYS_RESOURCE in the host's user namespace: session calls' CPU-time limits are watched by the server, as a hard RLIMIT_CPU once lowered could not rise for a later call")
 	}
 	if missing := j.host.Missing(cfg.Policy.AllowDegraded); len(missing) > 0 {
 		return nil, missingError(missing)
@@ -170,6 +181,16 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		log.Warn("sweeping leftovers", "err", err)
 	}
 	return j, nil
+}
+
+// raisesHardLimits reports whether this process may raise the hard
+// rlimits of others: CAP_SYS_RESOURCE, held in the initial user namespace.
+func raisesHardLimits() bool {
+	if rootless.InUserNS() {
+		return false
+	}
+	has, _ := rootless.HasCapability(unix.CAP_SYS_RESOURCE)
+	return has
 }
 
 // NeedsSearchableParents reports whether every directory above a

@@ -612,11 +612,26 @@ func (s *session) startCall(inst *instance, timeout time.Duration) error {
 	// RLIMIT_CPU counts the runner's CPU time over the session's whole
 	// life: each call gets the limit of a single run on top of what the
 	// session has used so far (the cgroup's time, at least the runner's).
-	// Raising the hard limit takes CAP_SYS_RESOURCE, which the supervisor
-	// has and the jail does not.
+	// The soft limit sends SIGXCPU, whose default action ends the jail;
+	// the hard one, a second later, SIGKILL, for code that handles
+	// SIGXCPU. Raising a hard limit takes CAP_SYS_RESOURCE in the host's
+	// user namespace, which the jail never has and the supervisor may
+	// lack (in a user namespace, or a container that dropped it): then
+	// the hard limit stays where the session child left it, unlimited
+	// (forkserver.py, _set_rlimits), since once lowered it could never
+	// rise for a later call. SIGXCPU alone does not end the runner, the
+	// init of its pid namespace, which ignores signals it has no handler
+	// for; so there the supervisor watches the call's CPU time itself
+	// (instance.cpuWatch) and kills the jail at the limit.
 	limit := inst.profile.Limits.EffectiveCPUTime(timeout)
 	soft := uint64(math.Ceil((time.Duration(inst.cpuAtReady) + limit).Seconds()))
-	if err := unix.Prlimit(fb.pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: soft, Max: soft + 1}, nil); err != nil {
+	rl := unix.Rlimit{Cur: soft, Max: soft + 1}
+	inst.cpuWatch = 0
+	if !inst.j.raisesHardLimits {
+		rl.Max = unix.RLIM_INFINITY
+		inst.cpuWatch = limit
+	}
+	if err := unix.Prlimit(fb.pid, unix.RLIMIT_CPU, &rl, nil); err != nil {
 		return fmt.Errorf("setting the call's CPU-time limit: %w", err)
 	}
 	if n, err := fb.mgr.OOMKillCount(); err == nil {

@@ -393,6 +393,39 @@ func TestSessionEndingCalls(t *testing.T) {
 	}
 }
 
+// TestSessionCPULimitAcrossCalls: a session gets each call's CPU-time
+// limit on top of what it used before, for as many calls as it lives,
+// also where the supervisor cannot raise a hard rlimit again (no
+// CAP_SYS_RESOURCE in the host's namespace, as in a container that
+// dropped it, or rootless): there the second call whose total passed the
+// first call's hard limit used to fail to start ("setting the call's
+// CPU-time limit: operation not permitted") and came back in a new
+// session, lost with reason server_restart. A call over its own limit
+// still ends with cpu_limit.
+func TestSessionCPULimitAcrossCalls(t *testing.T) {
+	p, _ := newSessionPool(t, func(cfg *policy.Config) {
+		prof := cfg.Profiles[record.ProfileFull]
+		prof.Limits.CPUTime = policy.Duration(2 * time.Second)
+		cfg.Profiles[record.ProfileFull] = prof
+	})
+	key := sessionKey(t, "cpu")
+	burn := "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n    pass\nround(time.process_time() - t)"
+	for call := 1; call <= 3; call++ {
+		res := runIn(t, p, sessionCall{key: key, profile: record.ProfileFull, code: burn})
+		wantValue(t, res, "1")
+		state := record.SessionPreserved
+		if call == 1 {
+			state = record.SessionNew
+		}
+		wantState(t, res, state, "", call, "")
+	}
+	res := runIn(t, p, sessionCall{key: key, profile: record.ProfileFull, code: "while True:\n    pass"})
+	if res.Verdict != record.VerdictCPULimit {
+		t.Errorf("a call past its CPU time: verdict %s, want cpu_limit\n%s", res.Verdict, describe(res))
+	}
+	wantState(t, res, record.SessionPreserved, "", 4, record.ReasonCPULimit)
+}
+
 // TestSessionLifecycleLeavesNothing: close, eviction by count, idle
 // expiry and the pool's close each end sessions, and nothing of their
 // jails is left: process, cgroup (the frozen freezer cgroup included),

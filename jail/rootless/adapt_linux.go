@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pyjail/pyjail/policy"
 )
 
@@ -89,9 +91,6 @@ func HostID(id uint32) (uint32, bool) {
 	return policy.Outside(uids, id)
 }
 
-// capSysAdmin is CAP_SYS_ADMIN's bit in the capability sets.
-const capSysAdmin = 21
-
 // WithoutSysAdmin reports whether the process lacks CAP_SYS_ADMIN in its
 // effective set: in a user namespace that is a pod started with a few
 // capabilities only (deploy/kubernetes: CHOWN, DAC_OVERRIDE, FOWNER,
@@ -99,15 +98,28 @@ const capSysAdmin = 21
 // non-root user (RootlessEUID), and the server cannot make the detached
 // workspace mounts that forked jails attach.
 func WithoutSysAdmin() bool {
+	has, known := HasCapability(unix.CAP_SYS_ADMIN)
+	return known && !has
+}
+
+// HasCapability reports whether capability c (unix.CAP_*) is in the
+// process's effective set, and whether that could be read at all. The set
+// is relative to the process's user namespace: in one, a capability
+// that the kernel checks against the host's namespace (raising a hard
+// rlimit, for one) is not held, whatever the set says.
+func HasCapability(c int) (has, known bool) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return false
+		return false, false
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
 			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<capSysAdmin) == 0
+			if err != nil {
+				return false, false
+			}
+			return caps&(1<<c) != 0, true
 		}
 	}
-	return false
+	return false, false
 }
