@@ -14,28 +14,28 @@
 // errors name the argument ("timeout: got string, want number"). A schema
 // that does not compile stops New.
 //
-// Serving works in this order for a run:
-//
-//  1. decode and check the arguments against the tool's schema;
-//  2. refuse if a required isolation layer is missing (fail closed, see
-//     HostReport), if the code is empty or larger than the profile's
-//     code_bytes;
-//  3. clamp the timeout to the profile's maximum, saying so in the result;
-//  4. wait for one of Policy.MaxConcurrent jail slots (admission.go, the
-//     server's one limit on runs), first come first served, in a queue of
-//     at most Policy.MaxQueued; the call's timeout counts the wait, so a
-//     call that cannot start in time gets verdict timeout at its deadline,
-//     and one that finds the queue full is refused at once;
-//  5. for the workspace profile, hold the tenant's workspace lock shared
-//     (package dirlock: across every replica sharing DataDir, waiting no
-//     longer than the call's deadline), so that a snapshot create, restore
-//     or delete, which hold it exclusively, never interleaves, and finish
-//     first any restore a dead replica left half done;
-//  6. call Runner.Run with the call's context (cancelled when the client
-//     cancels, or when the server shuts down) and a deadline of the timeout
-//     plus a grace period, reporting progress every second when the client
-//     asked for it;
-//  7. render the §4 record as text, structured content and PNG images.
+// Every tool is one row of a table (tools.go) and one function of its own
+// logic; one call pipeline (pipeline.go) runs the same steps, in order,
+// for every call: decode, refuse, check, right, tenant, quota, admission,
+// lock, the tool's logic, error mapping, and the bounded answer with its
+// trace and metrics. For a run (run.go) that means: the arguments checked
+// against the schema and the code against the profile's code_bytes; code
+// refused while a required isolation layer is missing (fail closed, see
+// HostReport); the timeout clamped to the profile's maximum, saying so in
+// the result; a wait for the tenant's own slots and then one of
+// Policy.MaxConcurrent jail slots (admission.go), first come first
+// served, in a queue of at most Policy.MaxQueued, all within the call's
+// timeout (a call that cannot start in time gets verdict timeout at its
+// deadline, one that finds the queue full is refused at once); for the
+// workspace profile the tenant's workspace lock held shared (package
+// dirlock: across every replica sharing DataDir), so that a snapshot
+// create, restore or delete, which hold it exclusively, never
+// interleaves, and any restore a dead replica left half done finished
+// first; Runner.Run with the call's context (cancelled when the client
+// cancels, or when the server shuts down) and a deadline of the timeout
+// plus a grace period, with progress every second when the client asked
+// for it; and the §4 record rendered as text, structured content and PNG
+// images.
 //
 // Work done on the host for one request, outside any jail, is bounded
 // (issue 11): every message passes a gate (package rpcgate) that caps its

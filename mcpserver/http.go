@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/signin"
 )
 
 // Authenticator turns a bearer token into a tenant; *tokens.Store is one.
@@ -40,6 +41,11 @@ type HTTPConfig struct {
 	SessionIdleTTL time.Duration
 	// Events, if set, is told of what the HTTP layer sees: for metrics.
 	Events HTTPEvents
+	// SignIn, if set, makes the server an OAuth resource server (SPEC
+	// §14): JWTs and opaque tokens that are not in the tokens file are
+	// judged by it, the Protected Resource Metadata is served, and every
+	// 401 points to it (see httpauth.go).
+	SignIn *signin.Authority
 }
 
 // HTTPEvents are the HTTP layer's counters; every method must be quick
@@ -47,6 +53,9 @@ type HTTPConfig struct {
 type HTTPEvents interface {
 	// Unauthorized: a request without a token, or with a wrong one.
 	Unauthorized()
+	// Refused: a request refused with status (401, 403, 503) for reason
+	// (package signin's Reason* words).
+	Refused(status int, reason string)
 	// Sessions: the MCP sessions open now.
 	Sessions(n int)
 }
@@ -59,14 +68,18 @@ const defaultSessionIdleTTL = 30 * time.Minute
 // a session. Each request passes, in this order:
 //
 //  1. the Host and Origin check (DNS-rebinding protection);
-//  2. authentication: a bearer token from Tokens, or 401 with
-//     WWW-Authenticate before any MCP processing;
+//  2. authentication: a bearer token from Tokens or, with SignIn, an
+//     access token of the identity provider, or 401 (403 for a user
+//     this server takes no tenant for, 503 when the issuer cannot be
+//     asked) with WWW-Authenticate before any MCP processing;
 //  3. the session check: a session belongs to the tenant that made it,
 //     and any other's id, or one this process does not know (another
 //     replica's, or from before a restart), gets 404, so that the client
 //     starts a new session; a GET without one gets 400 (see checkStream);
 //  4. for POST, the framing gate (package rpcgate): size, depth and
-//     envelope, answered with the request's id;
+//     envelope, answered with the request's id; then, for a signed-in
+//     caller, the right of a tools/call: 403 with insufficient_scope when
+//     the token's scopes do not grant it (checkScope);
 //  5. mcp-go, with the tenant in the context of every handler: the call
 //     acts on that tenant only.
 //
@@ -81,6 +94,7 @@ func (s *Server) HTTPHandler(cfg HTTPConfig) (*HTTPService, error) {
 	}
 	h := &HTTPService{s: s, cfg: cfg, reg: newSessionRegistry(cfg.Events)}
 	s.sessions = h.reg
+	s.signIn = cfg.SignIn
 	h.mcp = server.NewStreamableHTTPServer(s.mcp,
 		server.WithSessionIdManagerResolver(h.reg),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
@@ -112,21 +126,8 @@ func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
-	tok, ok := tokens.BearerToken(r.Header.Get("Authorization"))
-	var t tokens.Tenant
-	if ok {
-		t, ok = h.cfg.Tokens.Authenticate(tok)
-	}
+	t, ok := h.authenticate(w, r)
 	if !ok {
-		if h.cfg.Events != nil {
-			h.cfg.Events.Unauthorized()
-		}
-		challenge := `Bearer realm="pyjail"`
-		if r.Header.Get("Authorization") != "" {
-			challenge += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		http.Error(w, "unauthorized: send Authorization: Bearer <token> with a token from the server's tokens file", http.StatusUnauthorized)
 		return
 	}
 	r = r.WithContext(WithTenant(r.Context(), t))
@@ -136,6 +137,9 @@ func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost {
 		if !h.screen(w, r) {
+			return
+		}
+		if !h.checkScope(w, r, t) {
 			return
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/signin"
 )
 
 // Resource URIs of SPEC §5.
@@ -136,6 +137,9 @@ type statusReport struct {
 	// every tenant the server has opened.
 	Tenant  *tenantStatus `json:"tenant,omitempty"`
 	Tenants []string      `json:"tenants,omitempty"`
+	// SignIn (operators only) is the OAuth resource server: each issuer,
+	// where its keys come from and the key ids in use.
+	SignIn *signInStatus `json:"sign_in,omitempty"`
 	// ServerLimits are the ceilings of the work done outside any jail.
 	ServerLimits serverLimitsStatus `json:"server_limits"`
 	Time         time.Time          `json:"time"`
@@ -260,7 +264,18 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		st.WarmPool = p.PoolStatus()
 	}
 	st.Tenants = s.tenantNames()
+	if a := s.signIn; a != nil {
+		st.SignIn = &signInStatus{Resource: a.Resource(), Scopes: a.Scopes(), Issuers: a.Status()}
+	}
 	return st, nil
+}
+
+// signInStatus is the sign-in of sandbox://status: no token, no key, no
+// claim, only where keys come from and which ids are in use.
+type signInStatus struct {
+	Resource string                `json:"resource"`
+	Scopes   []string              `json:"scopes"`
+	Issuers  []signin.IssuerStatus `json:"issuers"`
 }
 
 // tenantStatus is the caller's own tenant in sandbox://status.

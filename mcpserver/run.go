@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
@@ -36,191 +35,111 @@ type runArgs struct {
 	Session *string `json:"session,omitempty"`
 }
 
-// runHandler serves run_python (calc profile) or run_sandbox_code
-// (workspace profile).
-func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
-	prof, profile := s.calc, record.ProfileCalc
-	if tool == toolRunSandboxCode {
-		prof, profile = s.workspace, record.ProfileWorkspace
+// runCall is what the pipeline knows of a run tool's call beyond the
+// arguments: the run's timeout after the profile's clamp, the note that
+// says so, how long its waits for a slot and the lock took, and how its
+// jail was made once one ran.
+type runCall struct {
+	timeout   time.Duration
+	clampNote string
+	waited    time.Duration
+	session   string
+	path      string
+}
+
+// traceArgs notes the run in the trace. From here on, results carry the
+// program's output: traces and logs get the verdict's message only
+// (STYLE rule 15).
+func (a *runArgs) traceArgs(s *Server, c *call) {
+	tr := c.trace
+	tr.Profile, tr.CodeBytes = string(c.spec.profile), len(a.Code)
+	tr.ownsError = true
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		tr.Code = truncate(a.Code, maxTracedCode)
 	}
-	return func(ctx context.Context, req mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
-		start := time.Now()
-		tr := traceFrom(ctx)
-		var path string // how the jail was made, once one ran
-		if obs := s.cfg.Observer; obs != nil {
-			obs.RunStarted()
-			defer func() {
-				verdict := tr.Verdict
-				if verdict == "" && err != nil {
-					// A host failure (a jail that did not start, a Runner
-					// error) leaves no record, yet it is a run the sandbox
-					// failed, not a refusal: it counts as internal_error, the
-					// verdict an operator alerts on.
-					verdict = string(record.VerdictInternalError)
-				}
-				obs.RunFinished(string(profile), verdict, path, tr.Tenant, time.Since(start))
-			}()
+}
+
+// check refuses code the profile will not run and a session the server
+// cannot keep, and clamps the timeout to the profile's maximum, saying
+// so in the answer.
+func (a *runArgs) check(s *Server, c *call) string {
+	prof := s.profileOf(c.spec.profile)
+	if msg := checkCode(a.Code, prof); msg != "" {
+		return msg
+	}
+	if a.Session != nil {
+		c.run.session = *a.Session
+		msg := checkSessionName(c.run.session)
+		if msg == "" {
+			_, msg = s.sessionRunner()
 		}
-		var a runArgs
-		if res := s.args(req, &a); res != nil {
+		if msg != "" {
+			return msg
+		}
+	}
+	c.run.timeout, c.run.clampNote = runTimeout(a.Timeout, prof.Limits)
+	c.trace.Timeout, c.trace.Clamped = c.run.timeout.String(), c.run.clampNote != ""
+	return ""
+}
+
+// profileOf is the policy of a run tool's profile.
+func (s *Server) profileOf(p record.Profile) policy.Profile {
+	if p == record.ProfileWorkspace {
+		return s.workspace
+	}
+	return s.calc
+}
+
+// runCode is the logic of run_python (calc profile) and run_sandbox_code
+// (workspace profile): the pipeline has admitted it and, for the
+// workspace, holds the tenant's lock shared. It calls Runner.Run with the
+// call's context (cancelled when the client cancels, or when the server
+// shuts down) and a deadline of the timeout plus a grace period,
+// reporting progress every second when the client asked for it, and
+// renders the record.
+func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToolResult, error) {
+	profile, tr := c.spec.profile, c.trace
+	rreq := record.Request{Profile: profile, Code: a.Code, Timeout: c.run.timeout - c.run.waited, Queued: c.run.waited}
+	if c.run.session != "" {
+		rreq.Session = sessionOwner(ctx) + "/" + c.run.session
+	}
+	if profile == record.ProfileWorkspace {
+		rreq.Workspace = c.tenant.workspace
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.run.timeout+runGrace)
+	defer cancel()
+	if token := progressToken(c.req); token != nil {
+		stop := s.reportProgress(rctx, token, c.run.timeout)
+		defer stop()
+	}
+	res, err := s.cfg.Runner.Run(rctx, rreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The client gave up; the Runner killed the jail.
+			tr.Error = "cancelled: " + err.Error()
+			return ctxErr(ctx, c.tool()), nil
+		}
+		if res := sessionError(c.tool(), err); c.run.session != "" && res != nil {
+			tr.Error = err.Error()
 			return res, nil
 		}
-		tr.Profile, tr.CodeBytes = string(profile), len(a.Code)
-		// From here on, results carry the program's output: traces and logs
-		// get the verdict's message only (STYLE rule 15).
-		tr.ownsError = true
-		if s.log.Enabled(ctx, slog.LevelDebug) {
-			tr.Code = truncate(a.Code, maxTracedCode)
-		}
-		if msg := s.refusal(); msg != "" {
-			tr.Error = msg
-			return mcp.NewToolResultError(tool + ": " + msg), nil
-		}
-		if msg := checkCode(a.Code, prof); msg != "" {
-			tr.Error = msg
-			return mcp.NewToolResultError(tool + ": " + msg), nil
-		}
-		var session string
-		if a.Session != nil {
-			session = *a.Session
-			msg := checkSessionName(session)
-			if msg == "" {
-				_, msg = s.sessionRunner()
-			}
-			if msg != "" {
-				tr.Error = msg
-				return mcp.NewToolResultError(tool + ": " + msg), nil
-			}
-		}
-		timeout, clampNote := runTimeout(a.Timeout, prof.Limits)
-		tr.Timeout, tr.Clamped = timeout.String(), clampNote != ""
-
-		t, err := s.tenant(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rreq := record.Request{Profile: profile, Code: a.Code, Timeout: timeout}
-		if session != "" {
-			rreq.Session = sessionOwner(ctx) + "/" + session
-		}
-		if profile == record.ProfileWorkspace {
-			if t.ws == nil {
-				tr.Error = noWorkspace
-				return mcp.NewToolResultError(tool + ": " + noWorkspace), nil
-			}
-			rreq.Workspace = t.workspace
-		}
-		if msg := s.overRate(ctx, t); msg != "" {
-			tr.Error, tr.Quota = msg, true
-			return mcp.NewToolResultError(tool + ": " + msg), nil
-		}
-
-		// The caller's timeout bounds the whole call, the wait for a slot
-		// included: a call that cannot start in time is answered at its
-		// deadline, never later. A tenant's own cap on runs in flight
-		// comes first, then the server's slots; both come before the
-		// workspace lock, so that a run waiting for one does not hold up a
-		// restore.
-		deadline := start.Add(timeout)
-		var tenantWait time.Duration
-		if t.admit != nil {
-			release, w, err := t.admit.acquire(ctx, deadline)
-			if res := s.admissionRefusal(ctx, tool, profile, clampNote, tr, err, t); res != nil {
-				return res, nil
-			}
-			defer release()
-			tenantWait = w
-		}
-		release, waited, err := s.admit.acquire(ctx, deadline)
-		if res := s.admissionRefusal(ctx, tool, profile, clampNote, tr, err, nil); res != nil {
-			return res, nil
-		}
-		defer release()
-		waited += tenantWait
-		rreq.Timeout, rreq.Queued = timeout-waited, waited
-		if rreq.Timeout <= 0 {
-			res := &record.Result{
-				Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
-				Message: fmt.Sprintf("waited %s for a jail slot, the whole timeout of the call; the code did not run", formatWait(waited)),
-			}
-			tr.Verdict, tr.Error = string(res.Verdict), res.Message
-			return runResult(res, clampNote), nil
-		}
-		if rreq.Workspace != "" {
-			// The lock wait counts against the call's timeout too: a
-			// restore or snapshot in another replica holds it.
-			lctx, cancel := context.WithDeadline(ctx, deadline)
-			lockStart := time.Now()
-			unlock, err := s.lockWorkspace(lctx, t, false)
-			cancel()
-			switch {
-			case err == nil:
-			case ctx.Err() != nil:
-				tr.Error = "cancelled while waiting for the workspace lock"
-				return ctxErr(ctx, tool), nil
-			case errors.Is(err, context.DeadlineExceeded):
-				res := &record.Result{
-					Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
-					Message: fmt.Sprintf("waited %s for the workspace, the rest of the call's timeout, while a snapshot create, restore or delete (in this or another replica) held it; the code did not run",
-						formatWait(time.Since(lockStart))),
-				}
-				tr.Verdict, tr.Error = string(res.Verdict), res.Message
-				return runResult(res, clampNote), nil
-			default:
-				return nil, fmt.Errorf("running %s code: locking the workspace: %w", profile, err)
-			}
-			defer unlock()
-			// An uncontended lock takes microseconds; only a real wait
-			// is taken off the run's own timeout.
-			if w := time.Since(lockStart); w > time.Millisecond {
-				waited += w
-			}
-			if rreq.Timeout = timeout - waited; rreq.Timeout <= 0 {
-				res := &record.Result{
-					Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1,
-					Message: fmt.Sprintf("waited %s for a jail slot and the workspace, the whole timeout of the call; the code did not run", formatWait(waited)),
-				}
-				tr.Verdict, tr.Error = string(res.Verdict), res.Message
-				return runResult(res, clampNote), nil
-			}
-			rreq.Queued = waited
-		}
-
-		rctx, cancel := context.WithTimeout(ctx, timeout+runGrace)
-		defer cancel()
-		if token := progressToken(req); token != nil {
-			stop := s.reportProgress(rctx, token, timeout)
-			defer stop()
-		}
-		res, err := s.cfg.Runner.Run(rctx, rreq)
-		if err != nil {
-			if ctx.Err() != nil {
-				// The client gave up; the Runner killed the jail.
-				tr.Error = "cancelled: " + err.Error()
-				return ctxErr(ctx, tool), nil
-			}
-			if res := sessionError(tool, err); session != "" && res != nil {
-				tr.Error = err.Error()
-				return res, nil
-			}
-			return nil, fmt.Errorf("running %s code: %w", profile, err)
-		}
-		if res == nil {
-			return nil, errors.New("running code: the runner returned no result")
-		}
-		path = res.Start
-		if session != "" {
-			res = callerSession(res, session)
-		}
-		tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
-		if !res.OK() {
-			tr.Error = res.Message
-			if tr.Error == "" {
-				tr.Error = verdictPhrase(res)
-			}
-		}
-		return runResult(res, clampNote), nil
+		return nil, fmt.Errorf("running %s code: %w", profile, err)
 	}
+	if res == nil {
+		return nil, errors.New("running code: the runner returned no result")
+	}
+	c.run.path = res.Start
+	if c.run.session != "" {
+		res = callerSession(res, c.run.session)
+	}
+	tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
+	if !res.OK() {
+		tr.Error = res.Message
+		if tr.Error == "" {
+			tr.Error = verdictPhrase(res)
+		}
+	}
+	return runResult(res, c.run.clampNote), nil
 }
 
 // admissionRefusal turns a failed wait for a slot into the call's answer,
@@ -228,10 +147,11 @@ func (s *Server) runHandler(tool string) server.ToolHandlerFunc {
 // that reached the deadline gets verdict timeout, a cancelled one the
 // cancellation. t is the tenant whose own cap refused, nil for the
 // server's slots.
-func (s *Server) admissionRefusal(ctx context.Context, tool string, profile record.Profile, note string, tr *trace, err error, t *tenant) *mcp.CallToolResult {
+func (s *Server) admissionRefusal(ctx context.Context, c *call, err error, t *tenant) *mcp.CallToolResult {
 	if err == nil {
 		return nil
 	}
+	tr := c.trace
 	whose := ""
 	if t != nil {
 		whose = fmt.Sprintf("tenant %q's quota of %d concurrent runs: ", t.name, t.quota.ConcurrentRuns)
@@ -245,17 +165,15 @@ func (s *Server) admissionRefusal(ctx context.Context, tool string, profile reco
 	case errors.As(err, &full) && t != nil:
 		tr.Error = fmt.Sprintf("tenant %q has %d runs in flight, its quota (concurrent_runs), and %d more waiting, the most it may queue; try again when one finishes",
 			t.name, full.running, full.queued)
-		return mcp.NewToolResultError(tool + ": " + tr.Error)
+		return c.toolErrorResult(tr.Error)
 	case errors.Is(err, errQueueFull):
 		tr.Error = err.Error()
-		return mcp.NewToolResultError(tool + ": " + tr.Error)
+		return c.toolErrorResult(tr.Error)
 	case errors.Is(err, errQueueTimeout):
-		res := &record.Result{Verdict: record.VerdictTimeout, Profile: profile, ExitCode: -1, Message: whose + err.Error()}
-		tr.Verdict, tr.Error = string(res.Verdict), res.Message
-		return runResult(res, note)
+		return c.waitedOut(whose + err.Error())
 	default:
 		tr.Error = "cancelled while waiting for a jail slot"
-		return ctxErr(ctx, tool)
+		return ctxErr(ctx, c.tool())
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/signin"
 	"github.com/pyjail/pyjail/workspace/dirlock"
 	"github.com/pyjail/pyjail/workspace/snapshot"
 	"github.com/pyjail/pyjail/workspace/wsfs"
@@ -141,6 +142,9 @@ type Server struct {
 
 	calc, workspace policy.Profile
 
+	// specs is the table of tools (tools.go), which the call pipeline
+	// reads for each call (pipeline.go).
+	specs      []toolSpec
 	argSchemas map[string]*jsonschema.Schema
 	argPhrases map[string]map[string]string
 	runOutput  *jsonschema.Schema
@@ -165,6 +169,9 @@ type Server struct {
 	// sessions are the HTTP transport's MCP sessions, nil over stdio:
 	// ending one cancels its calls.
 	sessions *sessionRegistry
+	// signIn is the HTTP transport's OAuth resource server, nil without
+	// one: sandbox://status shows operators its issuers and key ids.
+	signIn *signin.Authority
 	// admit caps the executions in flight at Policy.MaxConcurrent and
 	// queues up to Policy.MaxQueued more; it is the one such limit.
 	admit *admission
@@ -244,8 +251,9 @@ func New(cfg Config) (*Server, error) {
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
 	)
-	for _, t := range s.tools() {
-		s.mcp.AddTool(t.Tool, s.traced(t.Tool.Name, t.Handler))
+	s.specs = s.tools()
+	for i := range s.specs {
+		s.mcp.AddTool(s.specs[i].Tool, s.handler(&s.specs[i]))
 	}
 	s.addResources()
 	s.addPrompts()
@@ -323,57 +331,6 @@ const instructions = `pyjail runs untrusted Python in a fresh, throwaway Linux j
 - validate_json / validate_csv: check data against JSON Schema (see sandbox://schemas) or CSV column rules.
 
 Each run starts from scratch unless you pass session: calls with the same session name share one interpreter (variables, imports, /tmp), and every result says whether the session is new, preserved or was reset (and why). list_sessions and close_session manage them; idle sessions expire. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
-
-// serverTool pairs a tool definition with its handler.
-type serverTool struct {
-	Tool    mcp.Tool
-	Handler server.ToolHandlerFunc
-}
-
-// traced wraps a handler to log every call and keep its trace for
-// sandbox://logs. Run handlers add their verdict through the trace in ctx.
-func (s *Server) traced(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		tr := &trace{Time: time.Now().UTC(), Tool: name}
-		if id, ok := tenantFrom(ctx); ok {
-			tr.Tenant = id.Name
-		}
-		if s.sessions != nil {
-			// Ending the MCP session (DELETE, idle expiry) cancels the call,
-			// and with it its jail.
-			if cs := server.ClientSessionFromContext(ctx); cs != nil {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				defer s.sessions.track(cs.SessionID(), cancel)()
-			}
-		}
-		start := time.Now()
-		res, err := h(withTrace(ctx, tr), req)
-		// Whatever a tool returns fits what clients accept.
-		res = s.bound(name, res)
-		tr.DurationMS = time.Since(start).Milliseconds()
-		switch {
-		case err != nil:
-			tr.Level, tr.Message, tr.Error = slog.LevelError.String(), "tool failed", err.Error()
-		case res != nil && res.IsError:
-			tr.Level, tr.Message = slog.LevelWarn.String(), "tool returned an error"
-			if !tr.ownsError {
-				tr.Error = resultText(res)
-			}
-		default:
-			tr.Level, tr.Message = slog.LevelInfo.String(), "tool call"
-		}
-		s.traces.add(*tr)
-		if tr.Tenant != "" {
-			if t, err := s.tenant(ctx); err == nil && t.traces != s.traces {
-				t.traces.add(*tr)
-			}
-		}
-		s.logTrace(ctx, tr)
-		return res, err
-	}
-}
 
 func (s *Server) logTrace(ctx context.Context, tr *trace) {
 	var level slog.Level

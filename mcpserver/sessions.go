@@ -200,6 +200,8 @@ type sessionArgs struct {
 	Session string `json:"session"`
 }
 
+func (a *sessionArgs) check(*Server, *call) string { return checkSessionName(a.Session) }
+
 // sessionListing is one session in list_sessions.
 type sessionListing struct {
 	Name        string         `json:"name"`
@@ -215,14 +217,10 @@ type sessionListing struct {
 }
 
 // listSessions serves list_sessions: the caller's live sessions.
-func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct{}
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
+func (s *Server) listSessions(ctx context.Context, _ *call, _ *noArgs) (*mcp.CallToolResult, error) {
 	sr, msg := s.sessionRunner()
 	if msg != "" {
-		return mcp.NewToolResultError(toolListSessions + ": " + msg), nil
+		return nil, &refusal{msg: msg}
 	}
 	prefix := sessionOwner(ctx) + "/"
 	out := struct {
@@ -261,17 +259,10 @@ func toolOf(p record.Profile) string {
 
 // closeSession serves close_session: it ends the caller's session of
 // that name, in both run tools.
-func (s *Server) closeSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a sessionArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	if msg := checkSessionName(a.Session); msg != "" {
-		return mcp.NewToolResultError(toolCloseSession + ": " + msg), nil
-	}
+func (s *Server) closeSession(ctx context.Context, _ *call, a *sessionArgs) (*mcp.CallToolResult, error) {
 	sr, msg := s.sessionRunner()
 	if msg != "" {
-		return mcp.NewToolResultError(toolCloseSession + ": " + msg), nil
+		return nil, &refusal{msg: msg}
 	}
 	closed := sr.CloseSession(sessionOwner(ctx) + "/" + a.Session)
 	text := fmt.Sprintf("session '%s' closed: its variables are gone; the next call with session '%s' starts a new one", a.Session, a.Session)

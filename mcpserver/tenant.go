@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/workspace/dirlock"
 	"github.com/pyjail/pyjail/workspace/snapshot"
@@ -272,29 +270,9 @@ func (s *Server) lockWorkspace(ctx context.Context, t *tenant, exclusive bool) (
 }
 
 // maxLockWait bounds how long a tool other than a run waits for the
-// workspace lock: longer than the longest run (60 s) plus a restore of a
+// workspace lock (the call pipeline's lock step): longer than the longest run (60 s) plus a restore of a
 // full workspace, short enough that a stuck holder is reported.
 const maxLockWait = 2 * time.Minute
-
-// lockForTool takes t's workspace lock for tool within maxLockWait. A wait
-// that ends without the lock is the caller's answer (res), a tool error
-// saying what held it; a host failure is err.
-func (s *Server) lockForTool(ctx context.Context, t *tenant, tool string, exclusive bool) (unlock func(), res *mcp.CallToolResult, err error) {
-	lctx, cancel := context.WithTimeout(ctx, maxLockWait)
-	defer cancel()
-	start := time.Now()
-	unlock, err = s.lockWorkspace(lctx, t, exclusive)
-	switch {
-	case err == nil:
-		return unlock, nil, nil
-	case ctx.Err() != nil:
-		return nil, ctxErr(ctx, tool), nil
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, mcp.NewToolResultErrorf("%s: the workspace stayed busy for %s (a run, or a snapshot create, restore or delete, in this or another replica, held its lock); nothing was done, try again",
-			tool, formatWait(time.Since(start))), nil
-	}
-	return nil, nil, fmt.Errorf("%s: locking the workspace: %w", tool, err)
-}
 
 // recoverTenant runs the snapshot store's recovery under the exclusive
 // lock, when another process may share the store.

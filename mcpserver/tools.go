@@ -3,12 +3,13 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/record"
 )
 
 // Tool names of SPEC §5. Clients depend on them.
@@ -59,11 +60,12 @@ func newTool(name, title, description string, h hints) mcp.Tool {
 	}
 }
 
-// tools lists every tool with its handler.
-// tools lists every tool with its handler. Descriptions are written for
-// the model choosing a tool: what it does, what it may not do, what comes
-// back.
-func (s *Server) tools() []serverTool {
+// tools is the table of every tool (see pipeline.go): its definition,
+// the right it needs, the stores it acts on, the lock it takes, the quota
+// it counts against, the profile it runs code in, and its logic.
+// Descriptions are written for the model choosing a tool: what it does,
+// what it may not do, what comes back.
+func (s *Server) tools() []toolSpec {
 	var (
 		readOnly = hints{readOnly: true, idempotent: true}
 		// run_python changes nothing that outlives the call, but it is not
@@ -82,59 +84,75 @@ func (s *Server) tools() []serverTool {
 		runWorkspace)
 	runWS.RawOutputSchema = rawSchema(runOutputSchema)
 
-	return []serverTool{
-		{runPy, s.runHandler(toolRunPython)},
-		{runWS, s.runHandler(toolRunSandboxCode)},
-		{newTool(toolListSessions, "List sessions",
+	const (
+		run = tokens.RightRun
+		ws  = tokens.RightWorkspace
+	)
+	return []toolSpec{
+		{Tool: runPy, right: run, quota: quotaRuns, profile: record.ProfileCalc,
+			logic: logic(s.runCode)},
+		{Tool: runWS, right: run, store: storeWorkspace, lock: lockShared, quota: quotaRuns, profile: record.ProfileWorkspace,
+			logic: logic(s.runCode)},
+		{Tool: newTool(toolListSessions, "List sessions",
 			"List your live Python sessions (the session argument of run_python and run_sandbox_code): name, tool, created, last used, calls, memory now, and when it expires if unused.",
-			readOnly), s.listSessions},
-		{newTool(toolCloseSession, "Close a session",
+			readOnly), right: run, logic: logic(s.listSessions)},
+		{Tool: newTool(toolCloseSession, "Close a session",
 			"End your Python session of that name in both run tools and free its memory; its variables are gone, and the next call with the name starts a new session.",
-			overwrites), s.closeSession},
-		{newTool(toolValidateJSON, "Validate JSON",
+			overwrites), right: run, logic: logic(s.closeSession)},
+		{Tool: newTool(toolValidateJSON, "Validate JSON",
 			"Validate JSON data against a registered schema (schema_name; see sandbox://schemas) or an inline JSON Schema (schema; drafts 4 to 2020-12). data may be a JSON value, a string holding JSON text, or {\"path\": \"file.json\"} for a workspace file. Returns valid and each error's instance location, keyword location and message. Invalid data is a normal result, not a tool error.",
-			readOnly), s.validateJSON},
-		{newTool(toolValidateCSV, "Validate CSV",
+			readOnly), logic: logic(s.validateJSON)},
+		{Tool: newTool(toolValidateCSV, "Validate CSV",
 			"Validate CSV text (csv) or a workspace file (path, streamed) against a registered CSV schema (schema_name) or inline columns (name, type string|integer|number|boolean|date|datetime, required, nullable, unique, enum, pattern, min, max, min_length, max_length, format). Without either, checks structure only. Returns row and column counts and errors with row, column, code and message.",
-			readOnly), s.validateCSV},
-		{newTool(toolCreateSnapshot, "Snapshot the workspace",
+			readOnly), logic: logic(s.validateCSV)},
+		// Exclusive: a snapshot taken while a run writes would hold half
+		// of what the run did.
+		{Tool: newTool(toolCreateSnapshot, "Snapshot the workspace",
 			"Save every file of the workspace (content, size, mtime, sha256) as a new snapshot and return its id.",
-			creates), s.createSnapshot},
-		{newTool(toolListSnapshots, "List snapshots",
+			creates), right: ws, store: storeSnapshots, lock: lockExclusive, logic: logic(s.createSnapshot)},
+		// Listing reads only the store: no lock.
+		{Tool: newTool(toolListSnapshots, "List snapshots",
 			"List the workspace snapshots, newest first, with id, time, description, file count and size.",
-			readOnly), s.listSnapshots},
-		{newTool(toolRestoreSnapshot, "Restore a snapshot",
+			readOnly), right: ws, store: storeSnapshots, logic: logic(s.listSnapshots)},
+		// Exclusive: no run or file write may see or touch a workspace
+		// that is being restored.
+		{Tool: newTool(toolRestoreSnapshot, "Restore a snapshot",
 			"Make the workspace exactly what the snapshot recorded: files not in it are deleted, changed files rewritten, missing ones recreated, mtimes restored. All or nothing.",
-			overwrites), s.restoreSnapshot},
-		{newTool(toolDeleteSnapshot, "Delete a snapshot",
+			overwrites), right: ws, store: storeSnapshots, lock: lockExclusive, logic: logic(s.restoreSnapshot)},
+		// A delete leaves the workspace alone, but across replicas the
+		// exclusive lock is what keeps it from racing a restore of the
+		// same snapshot, or the snapshot count of a create.
+		{Tool: newTool(toolDeleteSnapshot, "Delete a snapshot",
 			"Delete a snapshot. The workspace is not touched.",
-			overwrites), s.deleteSnapshot},
-		{newTool(toolDiffSnapshot, "Compare with a snapshot",
+			overwrites), right: ws, store: storeSnapshots, lock: lockExclusive, logic: logic(s.deleteSnapshot)},
+		// Shared: the diff may overlap runs, but not a restore.
+		{Tool: newTool(toolDiffSnapshot, "Compare with a snapshot",
 			"List the workspace files added, removed and modified since the snapshot.",
-			readOnly), s.diffSnapshot},
-		{newTool(toolWriteFile, "Write a workspace file",
+			readOnly), right: ws, store: storeSnapshots, lock: lockShared, logic: logic(s.diffSnapshot)},
+		// Shared, like a run: a write must not land in the middle of a
+		// restore.
+		{Tool: newTool(toolWriteFile, "Write a workspace file",
 			"Create or replace a file in the workspace. content is UTF-8 text, or base64 with encoding=base64. Parent directories are created; paths must stay inside the workspace.",
-			overwrites), s.writeFile},
-		{newTool(toolReadFile, "Read a workspace file",
+			overwrites), right: ws, store: storeWorkspace, lock: lockShared, quota: quotaWorkspace, logic: logic(s.writeFile)},
+		{Tool: newTool(toolReadFile, "Read a workspace file",
 			"Read a file from the workspace, optionally a byte range (offset, length; at most 1 MiB per call). Text comes back as is, binary data as base64.",
-			readOnly), s.readFile},
-		{newTool(toolListFiles, "List workspace files",
+			readOnly), right: ws, store: storeWorkspace, logic: logic(s.readFile)},
+		{Tool: newTool(toolListFiles, "List workspace files",
 			"List the files and directories under a workspace directory (default: all of it) with size, type and modification time.",
-			readOnly), s.listFiles},
+			readOnly), right: ws, store: storeWorkspace, logic: logic(s.listFiles)},
 	}
 }
 
-// args decodes a call's arguments for the tool, or returns the tool error
-// result that tells the model what is wrong with them.
-func (s *Server) args(req mcp.CallToolRequest, dst any) *mcp.CallToolResult {
-	raw, err := rawArguments(req)
-	if err == nil {
-		err = decodeArgs(s.argSchemas, req.Params.Name, raw, dst, s.argPhrases[req.Params.Name])
+// ToolRight returns the right the tool needs, and false for a tool this
+// server does not have: for a transport that must refuse a call before it
+// reaches the server (HTTP 403 with insufficient_scope).
+func (s *Server) ToolRight(name string) (tokens.Right, bool) {
+	for _, sp := range s.specs {
+		if sp.Tool.Name == name {
+			return sp.right, true
+		}
 	}
-	if err != nil {
-		return mcp.NewToolResultError(req.Params.Name + ": " + err.Error())
-	}
-	return nil
+	return 0, false
 }
 
 // argumentPhrases are the plain-word limits of arguments whose schema
@@ -157,15 +175,6 @@ func structured(text string, v any) *mcp.CallToolResult {
 		Content:           []mcp.Content{mcp.NewTextContent(text)},
 		StructuredContent: v,
 	}
-}
-
-// toolError reports err as a tool error when it is the caller's doing
-// (errArgs), and as a Go error otherwise.
-func toolError(tool string, err error) (*mcp.CallToolResult, error) {
-	if errors.Is(err, errArgs) {
-		return mcp.NewToolResultError(tool + ": " + err.Error()), nil
-	}
-	return nil, err
 }
 
 // jsonText renders v as indented JSON for resources.

@@ -56,28 +56,24 @@ type jsonProblem struct {
 // inline schema, run in a worker process under a CPU and wall-clock budget
 // (package validatepool): no keyword combination can make this server
 // spend more than that on one call.
-func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a validateJSONArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
+func (s *Server) validateJSON(ctx context.Context, c *call, a *validateJSONArgs) (*mcp.CallToolResult, error) {
 	if (a.SchemaName == nil) == (len(a.Schema) == 0) {
-		return mcp.NewToolResultErrorf("%s: give exactly one of schema_name (registered: %s) or schema (an inline JSON Schema)",
-			toolValidateJSON, strings.Join(s.validators.Names(), ", ")), nil
+		return nil, refuse("give exactly one of schema_name (registered: %s) or schema (an inline JSON Schema)",
+			strings.Join(s.validators.Names(), ", "))
 	}
 	vreq := validatepool.Request{Inline: a.Schema}
 	if a.SchemaName != nil {
 		if _, ok := s.validators.Source(*a.SchemaName); !ok {
-			return mcp.NewToolResultErrorf("%s: no schema named %q; registered schemas: %s",
-				toolValidateJSON, *a.SchemaName, strings.Join(s.validators.Names(), ", ")), nil
+			return nil, refuse("no schema named %q; registered schemas: %s",
+				*a.SchemaName, strings.Join(s.validators.Names(), ", "))
 		}
 		vreq = validatepool.Request{Schema: *a.SchemaName}
 	}
 	// Decoding enforces the size and depth limits before any worker sees
 	// the data, so that those errors come at once and name the data.
-	text, source, err := s.jsonInstance(ctx, a.Data)
+	text, source, err := s.jsonInstance(ctx, c, a.Data)
 	if err != nil {
-		return toolError(toolValidateJSON, err)
+		return nil, err
 	}
 	vreq.Instance = text
 	out, err := s.validator.Validate(ctx, vreq)
@@ -118,7 +114,7 @@ func (s *Server) validateJSON(ctx context.Context, req mcp.CallToolRequest) (*mc
 // file, anything else is the value itself. The text is decoded once here,
 // only to enforce the limits and report syntax errors before a worker is
 // asked; the worker decodes it again, keeping numbers exact.
-func (s *Server) jsonInstance(ctx context.Context, data json.RawMessage) (text []byte, source string, err error) {
+func (s *Server) jsonInstance(ctx context.Context, c *call, data json.RawMessage) (text []byte, source string, err error) {
 	switch data = bytes.TrimSpace(data); {
 	case len(data) > 0 && data[0] == '"':
 		var str string
@@ -133,7 +129,7 @@ func (s *Server) jsonInstance(ctx context.Context, data json.RawMessage) (text [
 		if err := json.Unmarshal(data, &ref); err == nil && len(ref) == 1 && ref["path"] != nil {
 			var path string
 			if err := json.Unmarshal(ref["path"], &path); err == nil {
-				text, err := s.readWhole(ctx, path, maxArgBytes)
+				text, err := readWhole(c, path, maxArgBytes)
 				if err != nil {
 					return nil, "", err
 				}
@@ -158,13 +154,10 @@ func (s *Server) jsonInstance(ctx context.Context, data json.RawMessage) (text [
 
 // readWhole reads a workspace file of at most limit bytes. Reads go through
 // wsfs, which refuses paths and symlinks that leave the workspace.
-func (s *Server) readWhole(ctx context.Context, path string, limit int64) ([]byte, error) {
-	t, err := s.tenant(ctx)
+func readWhole(c *call, path string, limit int64) ([]byte, error) {
+	t, err := c.workspaceFS()
 	if err != nil {
 		return nil, err
-	}
-	if t.ws == nil {
-		return nil, fmt.Errorf("%w: %s", errArgs, noWorkspace)
 	}
 	// One byte more than allowed tells "exactly the limit" from "over it".
 	data, size, err := t.ws.ReadFile(path, 0, limit+1)
@@ -215,16 +208,12 @@ type csvProblem struct {
 // validateCSV serves validate_csv. A workspace file is streamed through the
 // validator in csvChunk pieces, so a 100 MB file costs one chunk and one
 // record of memory, plus the sets of unique columns.
-func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a validateCSVArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
+func (s *Server) validateCSV(ctx context.Context, c *call, a *validateCSVArgs) (*mcp.CallToolResult, error) {
 	if (a.CSV == nil) == (a.Path == nil) {
-		return mcp.NewToolResultError(toolValidateCSV + ": give exactly one of csv (the text) or path (a workspace file)"), nil
+		return nil, refuse("give exactly one of csv (the text) or path (a workspace file)")
 	}
 	if a.SchemaName != nil && a.Columns != nil {
-		return mcp.NewToolResultError(toolValidateCSV + ": give schema_name or columns, not both"), nil
+		return nil, refuse("give schema_name or columns, not both")
 	}
 	rep := csvReport{Errors: []csvProblem{}}
 	// Without schema_name or columns, a nil schema checks structure only:
@@ -234,14 +223,14 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	case a.SchemaName != nil:
 		sch, ok := s.validators.CSVSchema(*a.SchemaName)
 		if !ok {
-			return mcp.NewToolResultErrorf("%s: no CSV schema named %q", toolValidateCSV, *a.SchemaName), nil
+			return nil, refuse("no CSV schema named %q", *a.SchemaName)
 		}
 		schema, rep.Schema = sch, *a.SchemaName
 	case a.Columns != nil:
 		// Inline columns are strict: a column they do not list is an error.
 		schema = &validate.CSVSchema{Columns: a.Columns}
 		if err := schema.Validate(); err != nil {
-			return mcp.NewToolResultError(toolValidateCSV + ": columns: " + err.Error()), nil
+			return nil, refuse("columns: %s", err)
 		}
 	}
 
@@ -251,7 +240,7 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if a.Delimiter != nil {
 		r, n := utf8.DecodeRuneInString(*a.Delimiter)
 		if n != len(*a.Delimiter) || r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
-			return mcp.NewToolResultErrorf("%s: delimiter must be one character other than a quote or newline, got %q", toolValidateCSV, *a.Delimiter), nil
+			return nil, refuse("delimiter must be one character other than a quote or newline, got %q", *a.Delimiter)
 		}
 		opt.Delimiter = r
 	}
@@ -266,16 +255,13 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if a.CSV != nil {
 		in, rep.Source = strings.NewReader(*a.CSV), "csv"
 	} else {
-		t, err := s.tenant(ctx)
+		t, err := c.workspaceFS()
 		if err != nil {
 			return nil, err
 		}
-		if t.ws == nil {
-			return mcp.NewToolResultError(toolValidateCSV + ": " + noWorkspace), nil
-		}
 		// Fail early and clearly on a bad path instead of mid-stream.
 		if _, _, err := t.ws.ReadFile(*a.Path, 0, 1); err != nil {
-			return toolError(toolValidateCSV, wsError(*a.Path, err))
+			return nil, wsError(*a.Path, err)
 		}
 		in, rep.Source = &wsReader{fs: t.ws, path: *a.Path}, "workspace:"+*a.Path
 	}
@@ -284,7 +270,7 @@ func (s *Server) validateCSV(ctx context.Context, req mcp.CallToolRequest) (*mcp
 		var wr wsReadError
 		switch {
 		case errors.As(err, &wr):
-			return toolError(toolValidateCSV, wsError(*a.Path, wr.err))
+			return nil, wsError(*a.Path, wr.err)
 		case errors.Is(err, validate.ErrInvalidSchema), errors.Is(err, validate.ErrInvalidOption),
 			errors.Is(err, validate.ErrTooLarge):
 			return mcp.NewToolResultError(toolValidateCSV + ": " + err.Error()), nil

@@ -48,16 +48,13 @@ func wsError(path string, err error) error {
 	return fmt.Errorf("accessing workspace path %q: %w", path, err)
 }
 
-// limitResult is the tool error for a workspace shape limit, in the
-// limit's own plain words plus what happened because of it, or nil if err
-// is not a limit. A limit is neither bad arguments nor a host failure: the
-// workspace (or the request) is too big, and the message says which limit.
-func limitResult(tool string, err error, then string) *mcp.CallToolResult {
-	var le *walk.LimitError
-	if !errors.As(err, &le) {
-		return nil
-	}
-	return mcp.NewToolResultErrorf("%s: %v; %s", tool, le, then)
+// limitRefusal is the refusal for a workspace shape limit, in the
+// limit's own plain words plus what happened because of it. A limit is
+// neither bad arguments nor a host failure: the workspace (or the
+// request) is too big, and the message says which limit. It wraps le, so
+// that the pipeline counts a tenant's own limit as its quota.
+func limitRefusal(le *walk.LimitError, then string) error {
+	return &refusal{msg: fmt.Sprintf("%v; %s", le, then), cause: le}
 }
 
 // writeFileArgs are write_workspace_file's arguments; Encoding is "utf-8"
@@ -66,49 +63,36 @@ type writeFileArgs struct {
 	Path     string `json:"path"`
 	Content  string `json:"content"`
 	Encoding string `json:"encoding,omitempty"`
+	// data is Content decoded (check).
+	data []byte
+}
+
+// check decodes the content: standard padded base64, as Python's
+// base64.b64encode and JS's btoa produce, with surrounding whitespace
+// from copy and paste allowed.
+func (a *writeFileArgs) check(*Server, *call) string {
+	a.data = []byte(a.Content)
+	if a.Encoding == "base64" {
+		var err error
+		if a.data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(a.Content)); err != nil {
+			return fmt.Sprintf("content is not valid base64 (encoding=base64): %v", err)
+		}
+	}
+	return ""
 }
 
 // writeFile serves write_workspace_file. wsfs writes to a temporary file
 // and renames it, so a reader never sees half a file.
-func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a writeFileArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if t.ws == nil {
-		return mcp.NewToolResultError(toolWriteFile + ": " + noWorkspace), nil
-	}
-	data := []byte(a.Content)
-	if a.Encoding == "base64" {
-		var err error
-		// Standard padded base64, as Python's base64.b64encode and JS's
-		// btoa produce; surrounding whitespace from copy and paste is fine.
-		if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(a.Content)); err != nil {
-			return mcp.NewToolResultErrorf("%s: content is not valid base64 (encoding=base64): %v", toolWriteFile, err), nil
-		}
-	}
-	// Shared, like a run: a write must not land in the middle of a restore.
-	unlock, res, err := s.lockForTool(ctx, t, toolWriteFile, false)
-	if unlock == nil {
-		return res, err
-	}
-	defer unlock()
-	fi, err := t.ws.WriteFile(ctx, a.Path, data)
+func (s *Server) writeFile(ctx context.Context, c *call, a *writeFileArgs) (*mcp.CallToolResult, error) {
+	fi, err := c.tenant.ws.WriteFile(ctx, a.Path, a.data)
 	var le *walk.LimitError
-	if errors.As(err, &le) {
-		s.workspaceQuotaRefused(t, le)
-	}
 	switch {
 	case errors.As(err, &le) && le.Would:
-		return limitResult(toolWriteFile, err, "nothing was written"), nil
+		return nil, limitRefusal(le, "nothing was written")
 	case errors.As(err, &le):
-		return limitResult(toolWriteFile, err, "nothing was written; remove files with run_sandbox_code or restore a snapshot first"), nil
+		return nil, limitRefusal(le, "nothing was written; remove files with run_sandbox_code or restore a snapshot first")
 	case err != nil:
-		return toolError(toolWriteFile, wsError(a.Path, err))
+		return nil, wsError(a.Path, err)
 	}
 	return structured(fmt.Sprintf("wrote %s (%s, sha256 %s)", fi.Path, policy.FormatBytes(fi.Size), fi.SHA256), fi), nil
 }
@@ -134,47 +118,36 @@ type fileChunk struct {
 // readFile serves read_workspace_file. Text that is valid UTF-8 comes back
 // as is, anything else as base64, and the structured content says which, so
 // a client can always reassemble the exact bytes.
-func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a readFileArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if t.ws == nil {
-		return mcp.NewToolResultError(toolReadFile + ": " + noWorkspace), nil
-	}
+func (s *Server) readFile(_ context.Context, c *call, a *readFileArgs) (*mcp.CallToolResult, error) {
 	length := int64(maxReadBytes)
 	if a.Length != nil {
 		length = min(*a.Length, maxReadBytes)
 	}
-	data, size, err := t.ws.ReadFile(a.Path, a.Offset, length)
+	data, size, err := c.tenant.ws.ReadFile(a.Path, a.Offset, length)
 	if err != nil {
-		return toolError(toolReadFile, wsError(a.Path, err))
+		return nil, wsError(a.Path, err)
 	}
 	// The content travels twice (text and structured content) and JSON
 	// escaping can make text six times longer ("\u0001"): a chunk of
 	// text is shortened until it fits the answer, and the caller reads on
 	// from where it ends. Base64 is never more than 4/3.
 	data = fitChunk(data, int(s.limits.AnswerBytes-64<<10)/2)
-	c := fileChunk{Path: a.Path, Size: size, Offset: a.Offset, Length: len(data), EOF: a.Offset+int64(len(data)) >= size}
+	ch := fileChunk{Path: a.Path, Size: size, Offset: a.Offset, Length: len(data), EOF: a.Offset+int64(len(data)) >= size}
 	if utf8.Valid(data) {
-		c.Encoding, c.Content = "utf-8", string(data)
+		ch.Encoding, ch.Content = "utf-8", string(data)
 	} else {
-		c.Encoding, c.Content = "base64", base64.StdEncoding.EncodeToString(data)
+		ch.Encoding, ch.Content = "base64", base64.StdEncoding.EncodeToString(data)
 	}
 	// A whole text file reads best bare; anything partial or binary gets a
 	// header saying what the model is looking at and how to go on.
-	text := c.Content
-	if c.Encoding == "base64" || !c.EOF || c.Offset > 0 {
-		text = fmt.Sprintf("%s: bytes %d to %d of %d (%s):\n%s", c.Path, c.Offset, c.Offset+int64(c.Length), c.Size, c.Encoding, c.Content)
-		if !c.EOF {
-			text += fmt.Sprintf("\n[more: call again with offset=%d]", c.Offset+int64(c.Length))
+	text := ch.Content
+	if ch.Encoding == "base64" || !ch.EOF || ch.Offset > 0 {
+		text = fmt.Sprintf("%s: bytes %d to %d of %d (%s):\n%s", ch.Path, ch.Offset, ch.Offset+int64(ch.Length), ch.Size, ch.Encoding, ch.Content)
+		if !ch.EOF {
+			text += fmt.Sprintf("\n[more: call again with offset=%d]", ch.Offset+int64(ch.Length))
 		}
 	}
-	return structured(text, c), nil
+	return structured(text, ch), nil
 }
 
 // fitChunk returns the longest prefix of data whose JSON encoding (as
@@ -226,23 +199,12 @@ type fileList struct {
 }
 
 // listFiles serves list_workspace_files.
-func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a listFilesArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if t.ws == nil {
-		return mcp.NewToolResultError(toolListFiles + ": " + noWorkspace), nil
-	}
+func (s *Server) listFiles(ctx context.Context, c *call, a *listFilesArgs) (*mcp.CallToolResult, error) {
 	rel := a.Path
 	if rel == "" {
 		rel = "."
 	}
-	entries, err := t.ws.List(ctx, rel)
+	entries, err := c.tenant.ws.List(ctx, rel)
 	// Past wsfs's cap, or at a shape limit (a tree too deep or too big,
 	// which a jail can make), the listing is partial, not failed: say so
 	// and show what there is.
@@ -254,7 +216,7 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	case errors.As(err, &le):
 		reason = "the listing stopped because the " + le.Error()
 	case err != nil:
-		return toolError(toolListFiles, wsError(rel, err))
+		return nil, wsError(rel, err)
 	}
 	// Paths can be long and listings long: the first entries are listed
 	// and the rest counted (see bound.go).
@@ -313,38 +275,27 @@ func (m snapMeta) String() string {
 	return s
 }
 
-// snapshots returns the store, or the tool error explaining its absence.
-func snapshots(t *tenant, tool string) (*snapshot.Store, *mcp.CallToolResult) {
-	switch {
-	case t.ws == nil:
-		return nil, mcp.NewToolResultError(tool + ": " + noWorkspace)
-	case t.snaps == nil:
-		return nil, mcp.NewToolResultError(tool + ": " + noSnapshots)
-	}
-	return t.snaps, nil
-}
-
-// snapError turns a snapshot error into a tool error when the caller can fix
+// snapError turns a snapshot error into a refusal when the caller can fix
 // it, and a host error otherwise.
-func snapError(tool, id string, err error) (*mcp.CallToolResult, error) {
+func snapError(c *call, id string, err error) error {
 	switch {
 	case errors.Is(err, snapshot.ErrNotFound):
-		return mcp.NewToolResultErrorf("%s: no snapshot with id %q; list_state_snapshots shows the existing ids", tool, id), nil
+		return refuse("no snapshot with id %q; list_state_snapshots shows the existing ids", id)
 	case errors.Is(err, snapshot.ErrInvalidID):
-		return mcp.NewToolResultErrorf("%s: %q is not a snapshot id; ids are the UUIDs that create_state_snapshot returns", tool, id), nil
+		return refuse("%q is not a snapshot id; ids are the UUIDs that create_state_snapshot returns", id)
 	case errors.Is(err, snapshot.ErrTampered):
-		return mcp.NewToolResultErrorf("%s: snapshot %q was rejected because it is damaged or was tampered with: %v; the workspace was not changed", tool, id, err), nil
+		return refuse("snapshot %q was rejected because it is damaged or was tampered with: %v; the workspace was not changed", id, err)
 	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
-		return mcp.NewToolResultErrorf("%s: %v", tool, err), nil
+		return refuse("%v", err)
 	}
 	var le *walk.LimitError
 	switch {
 	case errors.As(err, &le) && le.Would:
-		return mcp.NewToolResultErrorf("%s: snapshot %q would take the workspace past its limits: %v; the workspace was not changed", tool, id, le), nil
+		return refuse("snapshot %q would take the workspace past its limits: %v; the workspace was not changed", id, le)
 	case errors.As(err, &le):
-		return limitResult(tool, err, "compare a smaller workspace, or restore the snapshot to replace this one"), nil
+		return limitRefusal(le, "compare a smaller workspace, or restore the snapshot to replace this one")
 	}
-	return toolError(tool, fmt.Errorf("%s %q: %w", strings.TrimSuffix(tool, "_state_snapshot"), id, err))
+	return fmt.Errorf("%s %q: %w", strings.TrimSuffix(c.tool(), "_state_snapshot"), id, err)
 }
 
 // createSnapshotArgs are create_state_snapshot's arguments.
@@ -353,28 +304,10 @@ type createSnapshotArgs struct {
 }
 
 // createSnapshot serves create_state_snapshot.
-func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a createSnapshotArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, res := snapshots(t, toolCreateSnapshot)
-	if res != nil {
-		return res, nil
-	}
-	// Exclusive: a snapshot taken while a run writes would hold half of
-	// what the run did.
-	unlock, res, err := s.lockForTool(ctx, t, toolCreateSnapshot, true)
-	if unlock == nil {
-		return res, err
-	}
-	defer unlock()
+func (s *Server) createSnapshot(ctx context.Context, c *call, a *createSnapshotArgs) (*mcp.CallToolResult, error) {
+	t, st := c.tenant, c.tenant.snaps
 	if msg := s.overSnapshotBytes(ctx, t, st); msg != "" {
-		return mcp.NewToolResultError(toolCreateSnapshot + ": " + msg), nil
+		return nil, &refusal{msg: msg}
 	}
 	m, err := st.Create(ctx, a.Description)
 	var le *walk.LimitError
@@ -382,14 +315,14 @@ func (s *Server) createSnapshot(ctx context.Context, req mcp.CallToolRequest) (*
 	case errors.Is(err, snapshot.ErrTooMany):
 		if t.quota.Snapshots > 0 {
 			s.quotaRefused(t, "snapshots")
-			return mcp.NewToolResultErrorf("%s: tenant %q keeps at most %d snapshots (its quota): %v; delete old ones with delete_state_snapshot",
-				toolCreateSnapshot, t.name, t.quota.Snapshots, err), nil
+			return nil, refuse("tenant %q keeps at most %d snapshots (its quota): %v; delete old ones with delete_state_snapshot",
+				t.name, t.quota.Snapshots, err)
 		}
-		return mcp.NewToolResultErrorf("%s: %v; delete old ones with delete_state_snapshot", toolCreateSnapshot, err), nil
+		return nil, refuse("%v; delete old ones with delete_state_snapshot", err)
 	case errors.Is(err, snapshot.ErrTooLarge), errors.Is(err, snapshot.ErrChanged):
-		return mcp.NewToolResultErrorf("%s: %v", toolCreateSnapshot, err), nil
+		return nil, refuse("%v", err)
 	case errors.As(err, &le):
-		return limitResult(toolCreateSnapshot, err, "no snapshot was stored; remove files with run_sandbox_code first"), nil
+		return nil, limitRefusal(le, "no snapshot was stored; remove files with run_sandbox_code first")
 	case err != nil:
 		return nil, fmt.Errorf("creating snapshot: %w", err)
 	}
@@ -403,22 +336,9 @@ type snapshotList struct {
 	Total     int        `json:"total"`
 }
 
-// listSnapshots serves list_state_snapshots. Listing reads only the store,
-// so it takes no workspace lock.
-func (s *Server) listSnapshots(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct{}
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, res := snapshots(t, toolListSnapshots)
-	if res != nil {
-		return res, nil
-	}
-	metas, err := st.List()
+// listSnapshots serves list_state_snapshots.
+func (s *Server) listSnapshots(_ context.Context, c *call, _ *noArgs) (*mcp.CallToolResult, error) {
+	metas, err := c.tenant.snaps.List()
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
 	}
@@ -462,34 +382,15 @@ type restoreReport struct {
 }
 
 // restoreSnapshot serves restore_state_snapshot. The store makes the
-// restore all-or-nothing; the lock here makes it atomic for the server's
-// own runs and writes too.
-func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a snapshotIDArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, res := snapshots(t, toolRestoreSnapshot)
-	if res != nil {
-		return res, nil
-	}
-	// Exclusive: no run or file write may see or touch a workspace that is
-	// being restored.
-	unlock, res, err := s.lockForTool(ctx, t, toolRestoreSnapshot, true)
-	if unlock == nil {
-		return res, err
-	}
-	defer unlock()
-	r, err := st.Restore(ctx, a.SnapshotID)
+// restore all-or-nothing; the exclusive lock the pipeline holds makes it
+// atomic for the server's own runs and writes too.
+func (s *Server) restoreSnapshot(ctx context.Context, c *call, a *snapshotIDArgs) (*mcp.CallToolResult, error) {
+	r, err := c.tenant.snaps.Restore(ctx, a.SnapshotID)
 	// This replica's sessions are ended below; the new directory is the
 	// one other replicas compare with (checkRestoredElsewhere).
-	t.noteWorkspace()
+	c.tenant.noteWorkspace()
 	if err != nil {
-		return snapError(toolRestoreSnapshot, a.SnapshotID, err)
+		return nil, snapError(c, a.SnapshotID, err)
 	}
 	budget := int(s.limits.AnswerBytes / 8)
 	out := restoreReport{Snapshot: toSnapMeta(r.Meta), Unchanged: len(r.Unchanged), Note: r.Note}
@@ -512,29 +413,11 @@ func (s *Server) restoreSnapshot(ctx context.Context, req mcp.CallToolRequest) (
 }
 
 // deleteSnapshot serves delete_state_snapshot. It leaves the workspace
-// alone, but takes the workspace lock exclusively all the same: across
-// replicas that lock is what keeps a delete from racing a restore of the
-// same snapshot, or the snapshot count of a create.
-func (s *Server) deleteSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a snapshotIDArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, res := snapshots(t, toolDeleteSnapshot)
-	if res != nil {
-		return res, nil
-	}
-	unlock, res, err := s.lockForTool(ctx, t, toolDeleteSnapshot, true)
-	if unlock == nil {
-		return res, err
-	}
-	defer unlock()
-	if err := st.Delete(a.SnapshotID); err != nil {
-		return snapError(toolDeleteSnapshot, a.SnapshotID, err)
+// alone, but holds the workspace lock exclusively all the same (tools.go
+// says why).
+func (s *Server) deleteSnapshot(_ context.Context, c *call, a *snapshotIDArgs) (*mcp.CallToolResult, error) {
+	if err := c.tenant.snaps.Delete(a.SnapshotID); err != nil {
+		return nil, snapError(c, a.SnapshotID, err)
 	}
 	return structured("deleted snapshot "+a.SnapshotID, map[string]any{"deleted": a.SnapshotID}), nil
 }
@@ -552,28 +435,10 @@ type diffReport struct {
 }
 
 // diffSnapshot serves diff_state_snapshot.
-func (s *Server) diffSnapshot(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a snapshotIDArgs
-	if res := s.args(req, &a); res != nil {
-		return res, nil
-	}
-	t, err := s.tenant(ctx)
+func (s *Server) diffSnapshot(ctx context.Context, c *call, a *snapshotIDArgs) (*mcp.CallToolResult, error) {
+	d, err := c.tenant.snaps.Diff(ctx, a.SnapshotID)
 	if err != nil {
-		return nil, err
-	}
-	st, res := snapshots(t, toolDiffSnapshot)
-	if res != nil {
-		return res, nil
-	}
-	// Shared: the diff may overlap runs, but not a restore.
-	unlock, res, err := s.lockForTool(ctx, t, toolDiffSnapshot, false)
-	if unlock == nil {
-		return res, err
-	}
-	defer unlock()
-	d, err := st.Diff(ctx, a.SnapshotID)
-	if err != nil {
-		return snapError(toolDiffSnapshot, a.SnapshotID, err)
+		return nil, snapError(c, a.SnapshotID, err)
 	}
 	budget := int(s.limits.AnswerBytes / 8)
 	out := diffReport{ID: a.SnapshotID, Unchanged: d.Unchanged}

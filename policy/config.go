@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 
@@ -52,6 +53,9 @@ type Config struct {
 	Server ServerLimits `json:"server"`
 	// Sessions bounds the stateful sessions (SPEC §11).
 	Sessions Sessions `json:"sessions"`
+	// Auth, if set, makes the HTTP server an OAuth resource server
+	// (SPEC §14); nil keeps static tokens only.
+	Auth *Auth `json:"auth,omitempty"`
 }
 
 // WorkspaceShape is the most a workspace may hold; see package
@@ -97,6 +101,11 @@ func Default() Config {
 // are an error so that a typo never silently weakens the policy.
 func Load(data []byte) (Config, error) {
 	cfg := Default()
+	// Unknown keys first, each with its line: a typo never silently
+	// weakens the policy, and the operator is told where it is.
+	if err := unknownKeys(data, reflect.TypeFor[Config]()); err != nil {
+		return Config{}, fmt.Errorf("parsing config: %w", err)
+	}
 	var top struct {
 		Profiles map[string]json.RawMessage `json:"profiles"`
 	}

@@ -26,6 +26,7 @@ func Checks() []Check {
 		{"concurrency", checkConcurrency},
 		{"server limits", checkServerLimits},
 		{"sessions", checkSessions},
+		{"auth", checkAuth},
 		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,8 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/rootfs"
+	"github.com/pyjail/pyjail/signin"
 )
 
 // defaultDataDir is where serve keeps the workspace and snapshots.
@@ -57,6 +60,93 @@ type serveFlags struct {
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f, ok := parseServeFlags(args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	log, err := newLogger(stderr, f.common.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
+		return exitUsage
+	}
+	sv := &serving{f: f, log: log}
+	// The steps' undo, in reverse: the validation workers, the pool, and
+	// last the wait for every jail's teardown.
+	defer sv.close()
+	err = sv.run(ctx, stdin, stdout)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(*serveUsageError)):
+		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
+		return exitInternal
+	}
+}
+
+// serveUsageError is a serve failure that is the operator's to fix in
+// the command line or the files it names (exit status 2).
+type serveUsageError struct{ msg string }
+
+func (e *serveUsageError) Error() string { return e.msg }
+
+func usageError(format string, args ...any) error {
+	return &serveUsageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// serving is one `pyjail serve`: what each step builds for the next.
+// run calls the steps in order; close undoes what they started.
+type serving struct {
+	f   serveFlags
+	log *slog.Logger
+	// undo holds each started step's cleanup, run in reverse by close.
+	undo []func()
+
+	workspace, snapshots string // the stdio tenant's; "" over HTTP
+	jail                 *jail.Jail
+	cfg                  policy.Config
+	layout               *rootfs.Layout
+	pool                 *jail.Pool
+	runner               mcpserver.Runner
+	host                 policy.HostReport
+	schemas              *validate.Registry
+	validators           *validatepool.Pool
+	metrics              *metrics.Metrics
+	srv                  *mcpserver.Server
+}
+
+// run builds the server step by step, then serves it on the transport
+// the flags chose until ctx ends.
+func (sv *serving) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	if err := sv.prepareDirs(); err != nil {
+		return err
+	}
+	if err := sv.startRunner(ctx); err != nil {
+		return err
+	}
+	if err := sv.startValidators(); err != nil {
+		return err
+	}
+	if err := sv.newServer(); err != nil {
+		return err
+	}
+	if sv.f.http == "" {
+		return sv.serveStdio(ctx, stdin, stdout)
+	}
+	return sv.serveHTTP(ctx)
+}
+
+func (sv *serving) close() {
+	for i := len(sv.undo) - 1; i >= 0; i-- {
+		sv.undo[i]()
+	}
+}
+
+// parseServeFlags parses serve's flags and refuses combinations that
+// cannot work; ok is false after it has said why on stderr.
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, bool) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f serveFlags
@@ -76,135 +166,142 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.DurationVar(&f.drain, "drain-timeout", 60*time.Second, "HTTP: on SIGTERM, how long calls in flight may finish before they are cancelled")
 	f.common.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return f, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pyjail serve: unexpected arguments %q\n", fs.Args())
-		return exitUsage
-	}
-	log, err := newLogger(stderr, f.common.logLevel)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-		return exitUsage
+		return f, false
 	}
 	if f.http != "" {
 		if msg := f.checkHTTP(); msg != "" {
 			fmt.Fprintf(stderr, "pyjail serve: %s\n", msg)
-			return exitUsage
+			return f, false
 		}
 	}
-	workspace, snapshots := f.workspace, f.snapshots
-	if f.http != "" {
-		// Over HTTP every tenant has its own; the stdio ones stay unused.
-		workspace, snapshots = "", ""
-		if err := os.MkdirAll(filepath.Join(f.dataDir, "tenants"), 0o700); err != nil {
-			fmt.Fprintf(stderr, "pyjail serve: creating %q: %v\n", f.dataDir, err)
-			return exitInternal
-		}
-	} else {
-		for _, d := range []string{workspace, snapshots} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				fmt.Fprintf(stderr, "pyjail serve: creating %q: %v\n", d, err)
-				return exitInternal
-			}
-		}
-	}
+	return f, true
+}
 
-	j, cfg, layout, err := f.common.newJail(ctx, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-		return exitInternal
+// prepareDirs makes the directories the server keeps its data in: over
+// HTTP the tenants' parent (every tenant has its own workspace and
+// snapshots), over stdio the one workspace and snapshot store.
+func (sv *serving) prepareDirs() error {
+	if sv.f.http != "" {
+		if err := os.MkdirAll(filepath.Join(sv.f.dataDir, "tenants"), 0o700); err != nil {
+			return fmt.Errorf("creating %q: %w", sv.f.dataDir, err)
+		}
+		return nil
 	}
-	// Deferred first, so it runs last: after the pool is closed, wait for
+	sv.workspace, sv.snapshots = sv.f.workspace, sv.f.snapshots
+	for _, d := range []string{sv.workspace, sv.snapshots} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// startRunner builds the jail and, unless --no-warm, its warm pool, which
+// keeps sessions (SPEC §11); and the host report sandbox://status shows:
+// the isolation layers, the rootfs and the workspace probe.
+func (sv *serving) startRunner(ctx context.Context) error {
+	j, cfg, layout, err := sv.f.common.newJail(ctx, sv.log)
+	if err != nil {
+		return err
+	}
+	sv.jail, sv.cfg, sv.layout, sv.runner = j, cfg, layout, j
+	// Pushed first, so it runs last: after the pool is closed, wait for
 	// every jail's teardown.
-	defer j.Wait()
-	var runner mcpserver.Runner = j
-	var pool *jail.Pool
-	if !f.noWarm {
+	sv.undo = append(sv.undo, j.Wait)
+	if !sv.f.noWarm {
 		// Over HTTP the pool serves any tenant's workspace (its idle
 		// children attach one when their code comes); over stdio it serves
 		// the one workspace, attached before each jail is ready.
-		pool = jail.NewPool(j, workspace)
-		// Close on every exit path: idle jails must not outlive the server
-		// (they would die with it anyway through PR_SET_PDEATHSIG).
-		defer func() { _ = pool.Close() }()
-		runner = pool
+		sv.pool = jail.NewPool(j, sv.workspace)
+		// Closed on every exit path: idle jails must not outlive the
+		// server (they would die with it anyway through PR_SET_PDEATHSIG).
+		sv.undo = append(sv.undo, func() { _ = sv.pool.Close() })
+		sv.runner = sv.pool
 	}
-	// The pool keeps sessions (SPEC §11); mcpserver finds them through
-	// this interface.
-	var _ mcpserver.SessionRunner = pool
-	// sandbox://status shows which rootfs the jails use next to the layers.
-	host := j.Host()
-	wsProbe := workspace
-	if f.http != "" {
-		wsProbe = filepath.Join(f.dataDir, "tenants")
+	// The pool keeps sessions; mcpserver finds them through this interface.
+	var _ mcpserver.SessionRunner = sv.pool
+	sv.host = j.Host()
+	wsProbe := sv.workspace
+	if sv.f.http != "" {
+		wsProbe = filepath.Join(sv.f.dataDir, "tenants")
 	}
-	host.Layers = append(host.Layers, policy.Layer{
+	sv.host.Layers = append(sv.host.Layers, policy.Layer{
 		Name: "rootfs", Required: true, Active: true,
 		Detail: fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root),
 	}, jail.ProbeWorkspace(wsProbe, cfg))
-	// The JSON Schema validation workers start now, so that the first
-	// validate_json finds them warm, and stop with the server.
-	schemas, err := validate.NewRegistry(cfg.SchemaDir, validate.DefaultLimits())
-	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: loading schemas: %v\n", err)
-		return exitInternal
-	}
-	poolCfg := mcpserver.PoolConfig(schemas, cfg.Server, log)
-	poolCfg.Prestart = true
-	validators, err := validatepool.New(poolCfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-		return exitInternal
-	}
-	defer func() { _ = validators.Close() }()
+	return nil
+}
 
-	var met *metrics.Metrics
-	var srv *mcpserver.Server
-	if f.http != "" {
-		met = metrics.New(metrics.Sources{Pools: poolFigures(pool), Queue: func() metrics.Queue {
-			if srv == nil {
+// startValidators starts the JSON Schema validation workers now, so that
+// the first validate_json finds them warm; they stop with the server.
+func (sv *serving) startValidators() error {
+	var err error
+	if sv.schemas, err = validate.NewRegistry(sv.cfg.SchemaDir, validate.DefaultLimits()); err != nil {
+		return fmt.Errorf("loading schemas: %w", err)
+	}
+	poolCfg := mcpserver.PoolConfig(sv.schemas, sv.cfg.Server, sv.log)
+	poolCfg.Prestart = true
+	if sv.validators, err = validatepool.New(poolCfg); err != nil {
+		return err
+	}
+	sv.undo = append(sv.undo, func() { _ = sv.validators.Close() })
+	return nil
+}
+
+// newServer builds the MCP server over what the earlier steps started,
+// and the metrics of an HTTP server.
+func (sv *serving) newServer() error {
+	if sv.f.http != "" {
+		sv.metrics = metrics.New(metrics.Sources{Pools: poolFigures(sv.pool), Queue: func() metrics.Queue {
+			if sv.srv == nil {
 				return metrics.Queue{}
 			}
-			slots, running, queued := srv.QueueStatus()
+			slots, running, queued := sv.srv.QueueStatus()
 			return metrics.Queue{Slots: slots, Running: running, Queued: queued}
 		}})
 	}
+	j := sv.jail
 	scfg := mcpserver.Config{
-		Policy:      cfg,
-		Runner:      runner,
-		Validators:  schemas,
-		Validator:   validators,
-		Workspace:   workspace,
-		SnapshotDir: snapshots,
-		DataDir:     f.dataDir,
+		Policy:      sv.cfg,
+		Runner:      sv.runner,
+		Validators:  sv.schemas,
+		Validator:   sv.validators,
+		Workspace:   sv.workspace,
+		SnapshotDir: sv.snapshots,
+		DataDir:     sv.f.dataDir,
 		Version:     version,
-		Host:        host,
+		Host:        sv.host,
 		Environment: func(ctx context.Context) (any, error) { return j.Environment(ctx) },
-		Logger:      log,
+		Logger:      sv.log,
 	}
-	if met != nil {
-		scfg.Observer = met
+	if sv.metrics != nil {
+		scfg.Observer = sv.metrics
 	}
 	if j.NeedsSearchableParents() {
 		// A pod without CAP_SYS_ADMIN: jails reach their workspace
 		// through the tenant directories as their own root.
 		scfg.TenantDirMode = 0o711
 	}
-	srv, err = mcpserver.New(scfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-		return exitInternal
+	var err error
+	sv.srv, err = mcpserver.New(scfg)
+	return err
+}
+
+// serveStdio serves one client on stdin and stdout until it goes away or
+// ctx ends.
+func (sv *serving) serveStdio(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	if sv.cfg.Auth != nil {
+		sv.log.Warn("the config's auth section applies to --http only; stdio has no tokens")
 	}
-	if f.http == "" {
-		log.Info("serving MCP on stdio", "version", version, "rootfs", string(layout.Kind), "workspace", workspace)
-		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-			return exitInternal
-		}
-		return exitOK
+	sv.log.Info("serving MCP on stdio", "version", version, "rootfs", string(sv.layout.Kind), "workspace", sv.workspace)
+	if err := sv.srv.ServeStdio(ctx, stdin, stdout); err != nil && ctx.Err() == nil {
+		return err
 	}
-	return serveHTTP(ctx, f, srv, met, log, stderr)
+	return nil
 }
 
 // checkHTTP refuses an HTTP configuration that would expose the server:
@@ -238,101 +335,179 @@ func loopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serveHTTP serves srv over streamable HTTP until ctx ends (SIGTERM or
-// SIGINT), then drains: /readyz says so at once, new sessions get 503,
-// calls in flight get up to --drain-timeout, and then everything stops.
-func serveHTTP(ctx context.Context, f serveFlags, srv *mcpserver.Server, met *metrics.Metrics, log *slog.Logger, stderr io.Writer) int {
-	store, err := tokens.Open(tokens.Config{Path: f.tokens, Logger: log})
+// serveHTTP serves the server over streamable HTTP until ctx ends
+// (SIGTERM or SIGINT), in five steps: sign-in, if the config has an auth
+// section; the tokens file, watched and reloaded on SIGHUP; the MCP
+// handler behind readiness; the listeners
+// (MCP, and the operator's side listener); then, once ctx ends, the
+// drain: /readyz says so at once, new sessions get 503, calls in flight
+// get up to --drain-timeout, and then everything stops.
+func (sv *serving) serveHTTP(ctx context.Context) error {
+	signIn, err := sv.startSignIn(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\nadd a tenant with `pyjail token add NAME --tokens %s`\n", err, f.tokens)
-		return exitUsage
+		return err
+	}
+	store, tenants, err := sv.openTokens(signIn != nil)
+	if err != nil {
+		return err
+	}
+	svc, ready, err := sv.httpService(ctx, store, signIn)
+	if err != nil {
+		return err
+	}
+	l, err := sv.listen(svc, ready)
+	if err != nil {
+		return err
+	}
+	sv.log.Info("serving MCP over streamable HTTP", "version", version, "url", l.url,
+		"metrics", sv.f.metrics, "tenants", tenants, "sign_in", signIn != nil)
+	select {
+	case err := <-l.errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	sv.drain(svc, ready, l)
+	return nil
+}
+
+// startSignIn builds the OAuth resource server of the config's auth
+// section (nil without one) and fetches its issuers' metadata and keys in
+// the background, so that the first signed-in request does not wait for
+// them; an issuer that is down is retried when its tokens come.
+func (sv *serving) startSignIn(ctx context.Context) (*signin.Authority, error) {
+	if sv.cfg.Auth == nil {
+		return nil, nil
+	}
+	a, err := signin.New(signin.Config{Auth: *sv.cfg.Auth, Logger: sv.log})
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	go a.Prefetch(ctx)
+	return a, nil
+}
+
+// noTokens is the tokens file of a server that signs in only: it knows
+// no token.
+type noTokens struct{}
+
+func (noTokens) Authenticate(string) (tokens.Tenant, bool) { return tokens.Tenant{}, false }
+
+// openTokens opens the tokens file, rereads it when it changes and at
+// once on SIGHUP (systemctl reload); both stop with the server. With
+// sign-in the file may be absent: static tokens are then off. It returns
+// the number of tenants, for the log.
+func (sv *serving) openTokens(signIn bool) (mcpserver.Authenticator, int, error) {
+	store, err := tokens.Open(tokens.Config{Path: sv.f.tokens, Logger: sv.log})
+	if err != nil && signIn && errors.Is(err, fs.ErrNotExist) {
+		sv.log.Info("no tokens file: static tokens are off, sign-in only", "path", sv.f.tokens)
+		return noTokens{}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, usageError("%v\nadd a tenant with `pyjail token add NAME --tokens %s`", err, sv.f.tokens)
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
 	go store.Watch(watchCtx)
-	// SIGHUP (systemctl reload) reloads the tokens file at once.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			if err := store.Reload(); err != nil {
-				log.Warn("reloading the tokens file", "err", err)
+				sv.log.Warn("reloading the tokens file", "err", err)
 			}
 		}
 	}()
+	sv.undo = append(sv.undo, func() { signal.Stop(hup); stopWatch() })
+	return store, len(store.Tenants()), nil
+}
 
+// httpService is the MCP handler over the tokens and sign-in, and the
+// readiness that gates it, whose self-test jail starts now.
+func (sv *serving) httpService(ctx context.Context, store mcpserver.Authenticator, signIn *signin.Authority) (*mcpserver.HTTPService, *mcpserver.Readiness, error) {
 	var hosts []string
-	for _, h := range strings.Split(f.hosts, ",") {
+	for _, h := range strings.Split(sv.f.hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	hcfg := mcpserver.HTTPConfig{Tokens: store, AllowedHosts: hosts, SessionIdleTTL: f.idle}
-	if met != nil {
-		hcfg.Events = met
+	hcfg := mcpserver.HTTPConfig{Tokens: store, AllowedHosts: hosts, SessionIdleTTL: sv.f.idle, SignIn: signIn}
+	if sv.metrics != nil {
+		hcfg.Events = sv.metrics
 	}
-	svc, err := srv.HTTPHandler(hcfg)
+	svc, err := sv.srv.HTTPHandler(hcfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-		return exitInternal
+		return nil, nil, err
 	}
-	ready := srv.NewReadiness()
+	ready := sv.srv.NewReadiness()
 	go ready.SelfTest(ctx)
+	return svc, ready, nil
+}
+
+// listeners are the HTTP servers serveHTTP started, and where they fail.
+type listeners struct {
+	main, side *http.Server
+	url        string
+	errc       chan error
+}
+
+// listen starts the MCP listener (TLS when configured) and, with
+// --metrics, the operator's side listener.
+func (sv *serving) listen(svc *mcpserver.HTTPService, ready *mcpserver.Readiness) (*listeners, error) {
+	f := sv.f
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", ready.Gate(svc))
-	main := &http.Server{Addr: f.http, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The Protected Resource Metadata is public and needs no readiness.
+	for _, p := range svc.MetadataPaths() {
+		mux.Handle(p, svc.Metadata())
+	}
+	l := &listeners{errc: make(chan error, 2)}
+	l.main = &http.Server{Addr: f.http, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	lis, err := net.Listen("tcp", f.http)
 	if err != nil {
-		fmt.Fprintf(stderr, "pyjail serve: listening on %s: %v\n", f.http, err)
-		return exitInternal
+		return nil, fmt.Errorf("listening on %s: %w", f.http, err)
 	}
-	errc := make(chan error, 2)
 	go func() {
 		if f.tlsCert != "" {
-			errc <- main.ServeTLS(lis, f.tlsCert, f.tlsKey)
+			l.errc <- l.main.ServeTLS(lis, f.tlsCert, f.tlsKey)
 		} else {
-			errc <- main.Serve(lis)
+			l.errc <- l.main.Serve(lis)
 		}
 	}()
-	var side *http.Server
 	if f.metrics != "" {
-		side = &http.Server{Addr: f.metrics, Handler: mcpserver.OpsHandler(met.Handler(), ready), ReadHeaderTimeout: 10 * time.Second}
+		l.side = &http.Server{Addr: f.metrics, Handler: mcpserver.OpsHandler(sv.metrics.Handler(), ready), ReadHeaderTimeout: 10 * time.Second}
 		slis, err := net.Listen("tcp", f.metrics)
 		if err != nil {
-			fmt.Fprintf(stderr, "pyjail serve: listening on %s: %v\n", f.metrics, err)
-			return exitInternal
+			_ = l.main.Close()
+			return nil, fmt.Errorf("listening on %s: %w", f.metrics, err)
 		}
-		go func() { errc <- side.Serve(slis) }()
+		go func() { l.errc <- l.side.Serve(slis) }()
 	}
 	scheme := "http"
 	if f.tlsCert != "" {
 		scheme = "https"
 	}
-	log.Info("serving MCP over streamable HTTP", "version", version, "url", fmt.Sprintf("%s://%s/mcp", scheme, lis.Addr()),
-		"metrics", f.metrics, "tenants", len(store.Tenants()))
+	l.url = fmt.Sprintf("%s://%s/mcp", scheme, lis.Addr())
+	return l, nil
+}
 
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(stderr, "pyjail serve: %v\n", err)
-			return exitInternal
-		}
-	case <-ctx.Done():
-	}
-	log.Info("draining: new sessions are refused; calls in flight may finish", "timeout", f.drain)
+// drain stops the HTTP server gracefully: readiness fails and new
+// sessions are refused at once, calls in flight may finish within
+// --drain-timeout, then the sessions end (cancelling what is left) and
+// the listeners close.
+func (sv *serving) drain(svc *mcpserver.HTTPService, ready *mcpserver.Readiness, l *listeners) {
+	sv.log.Info("draining: new sessions are refused; calls in flight may finish", "timeout", sv.f.drain)
 	ready.Drain()
-	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), sv.f.drain)
 	defer cancel()
-	srv.WaitIdle(dctx)
+	sv.srv.WaitIdle(dctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
-	_ = svc.Close(sctx) // ends the sessions, cancelling what is left
-	_ = main.Shutdown(sctx)
-	if side != nil {
-		_ = side.Shutdown(sctx)
+	_ = svc.Close(sctx)
+	_ = l.main.Shutdown(sctx)
+	if l.side != nil {
+		_ = l.side.Shutdown(sctx)
 	}
-	return exitOK
 }
 
 // poolFigures adapts the pool's status for the metrics.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,7 @@ type Metrics struct {
 	quota        *prometheus.CounterVec
 	sessions     prometheus.Gauge
 	unauthorized prometheus.Counter
+	refusals     *prometheus.CounterVec
 }
 
 // New builds the metrics and registers them.
@@ -94,8 +96,12 @@ func New(src Sources) *Metrics {
 			Name: "pyjail_http_unauthorized_total",
 			Help: "HTTP requests refused with 401: no token, or a wrong one.",
 		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyjail_http_auth_refusals_total",
+			Help: "HTTP requests refused by authentication or authorization, by status (401, 403, 503) and reason (missing, static, expired, audience, issuer, algorithm, unknown_key, signature, inactive, unknown_user, insufficient_scope, ...): a bounded set, never a token or a claim.",
+		}, []string{"status", "reason"}),
 	}
-	m.reg.MustRegister(m.runs, m.runSeconds, m.inFlight, m.oomKills, m.tenantRuns, m.quota, m.sessions, m.unauthorized,
+	m.reg.MustRegister(m.runs, m.runSeconds, m.inFlight, m.oomKills, m.tenantRuns, m.quota, m.sessions, m.unauthorized, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{src: src, m: m})
 	return m
@@ -133,6 +139,11 @@ func (m *Metrics) QuotaRefused(tenant, quota string) { m.quota.WithLabelValues(t
 
 // Unauthorized counts a 401.
 func (m *Metrics) Unauthorized() { m.unauthorized.Inc() }
+
+// Refused counts a request refused with status for reason.
+func (m *Metrics) Refused(status int, reason string) {
+	m.refusals.WithLabelValues(strconv.Itoa(status), reason).Inc()
+}
 
 // Sessions sets the open MCP sessions.
 func (m *Metrics) Sessions(n int) { m.sessions.Set(float64(n)) }

@@ -20,6 +20,11 @@ type Tenant struct {
 	// Quota holds the tenant's overrides; a zero field means the server's
 	// default.
 	Quota Quota
+	// Scoped marks a caller whose rights come from its token's scopes
+	// (sign-in) rather than from its entry in the tokens file; Granted are
+	// then all it may do. See Rights.
+	Scoped  bool
+	Granted Rights
 }
 
 // Quota overrides the server's per-tenant limits. Every field is
