@@ -245,6 +245,16 @@ func looksNumeric(name string) bool {
 	return true
 }
 
+// AddressLike reports whether a host name is an address in some
+// notation: an IPv4 or IPv6 literal (bracketed or not), or every label a
+// number ("2130706433", "0x7f.1", "0177.0.0.1"), which inet_aton and
+// many resolvers read as an IPv4 address. Rules never name one, and the
+// gateway refuses one as a target.
+func AddressLike(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	return isIPLiteral(name) || looksNumeric(name)
+}
+
 func isIPLiteral(name string) bool {
 	_, err := netip.ParseAddr(strings.Trim(name, "[]"))
 	return err == nil
