@@ -83,6 +83,10 @@ type Request struct {
 	// the caller, who makes keys of different owners differ (mcpserver
 	// uses "<owner>/<name>"). "" runs the code in a fresh jail.
 	Session string
+	// EgressHosts, when non-nil, narrows the profile's egress allowlist
+	// to these host patterns (a tenant's entry in the tokens file); a
+	// pattern outside the profile's rules fails the run.
+	EgressHosts []string
 }
 
 // WorkspaceMount is where the workspace appears inside the jail; it is
