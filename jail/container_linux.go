@@ -246,6 +246,7 @@ func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot 
 		ValueBytes:        valueBytes,
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
+		EgressPort:        egressPort(prof),
 		Policy:            policy.PythonPolicy(prof.Python),
 	}
 	if spec.workspace != "" && prof.Workspace {

@@ -42,6 +42,14 @@ func egressEnv(p policy.Profile) []string {
 	}
 }
 
+// egressPort is the Boot's EgressPort for p.
+func egressPort(p policy.Profile) int {
+	if p.Egress == nil {
+		return 0
+	}
+	return EgressPort
+}
+
 // listenInNetns brings up lo in the network namespace of pid and opens a
 // TCP listener on 127.0.0.1:EgressPort there. The socket belongs to that
 // namespace, so only the jail can connect to it; its listening end stays

@@ -199,6 +199,7 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 		ValueBytes:        valueBytes,
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
+		EgressPort:        egressPort(prof),
 		Policy:            policy.PythonPolicy(prof.Python),
 		ForkServer: &pyrunner.ForkServer{
 			UID:        int(j.cfg.Policy.IDMap.SandboxID),

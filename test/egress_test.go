@@ -191,7 +191,7 @@ out['resolver'] = attempt(lambda: socket.getaddrinfo('example.com', 443))
 out['raw'] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
 out['netlink'] = attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
 out['packet'] = attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
-out['ifaces'] = [n for _, n in socket.if_nameindex()]
+out['ifaces'] = [l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:]]
 def via_gateway(req):
     s = socket.create_connection(('127.0.0.1', 3128), timeout=5)
     s.sendall(req)
