@@ -339,3 +339,54 @@ except OSError as e:
 		t.Fatalf("%s", describe(res))
 	}
 }
+
+// TestEgressForked: a jail forked from a fork server has its own network
+// namespace, and the gateway's socket is opened in it, not in the
+// server's.
+func TestEgressForked(t *testing.T) {
+	requireRoot(t)
+	ca := newEgressCA(t)
+	port := ca.serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "forked ok") }, "data.example.test")
+	e := sharedEnv(t)
+	cfg := e.cfg
+	cfg.Profiles = map[record.Profile]policy.Profile{}
+	for k, v := range e.cfg.Profiles {
+		cfg.Profiles[k] = v
+	}
+	cfg.Profiles["net"] = policy.Profile{
+		Name: "net", Python: policy.LayerNone, Limits: policy.DefaultLimits(),
+		Warm:   policy.Warm{Size: 1, Refill: 1, ForkServer: true, MemoryBudgetBytes: 1 << 30, Preload: []string{"ssl", "urllib.request"}},
+		Egress: &policy.Egress{Rules: []policy.EgressRule{{Host: "data.example.test", Ports: []int{port}, Resolve: []string{"127.0.0.1"}}}},
+	}
+	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout, Egress: egress.New(egress.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := jail.NewPool(j, "")
+	t.Cleanup(func() {
+		pool.Close()
+		j.Wait()
+		if left := leftovers(e); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := pool.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code := fmt.Sprintf(`
+import ssl, urllib.request
+ctx = ssl.create_default_context(cadata=%q)
+print(urllib.request.urlopen('https://data.example.test:%d/', context=ctx, timeout=10).read().decode())
+`, ca.pem, port)
+	for i := range 2 {
+		res, err := pool.Run(t.Context(), record.Request{Profile: "net", Code: code, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "forked ok" || !res.Warm || len(res.Network) != 1 {
+			t.Fatalf("run %d in a forked jail (start %q): %s network=%+v", i, res.Start, describe(res), res.Network)
+		}
+	}
+}
