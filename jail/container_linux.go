@@ -247,7 +247,7 @@ func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot 
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
 		EgressPort:        egressPort(prof),
-		Policy:            policy.PythonPolicy(prof.Python),
+		Policy:            policy.PythonPolicyForProfile(prof),
 	}
 	if spec.workspace != "" && prof.Workspace {
 		boot.Workspace = record.WorkspaceMount

@@ -200,7 +200,7 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
 		EgressPort:        egressPort(prof),
-		Policy:            policy.PythonPolicy(prof.Python),
+		Policy:            policy.PythonPolicyForProfile(prof),
 		ForkServer: &pyrunner.ForkServer{
 			UID:        int(j.cfg.Policy.IDMap.SandboxID),
 			GID:        int(j.cfg.Policy.IDMap.SandboxID),

@@ -176,3 +176,39 @@ func TestEgressNarrow(t *testing.T) {
 		})
 	}
 }
+
+// TestPythonLayerFollowsEgress: the network modules are importable only
+// in a profile with egress, and nothing else of the layer changes.
+func TestPythonLayerFollowsEgress(t *testing.T) {
+	for _, layer := range []PythonLayer{LayerCalc, LayerWorkspace} {
+		closed := PythonRulesForProfile(Profile{Python: layer})
+		open := PythonRulesForProfile(Profile{Python: layer, Egress: &Egress{Rules: []EgressRule{{Host: "a.example.org"}}}})
+		denied := func(r PythonRules, name string) bool {
+			for _, e := range r.DeniedModules {
+				if e.Name == name {
+					return true
+				}
+			}
+			return false
+		}
+		for _, m := range []string{"socket", "ssl", "http", "urllib"} {
+			if !denied(closed, m) {
+				t.Errorf("%s without egress: %s importable", layer, m)
+			}
+			if denied(open, m) {
+				t.Errorf("%s with egress: %s denied", layer, m)
+			}
+		}
+		for _, m := range []string{"os", "subprocess", "ctypes", "ftplib", "smtplib", "socketserver"} {
+			if !denied(open, m) {
+				t.Errorf("%s with egress: %s importable", layer, m)
+			}
+		}
+		if got, want := len(closed.DeniedModules)-len(open.DeniedModules), 4; got != want {
+			t.Errorf("%s: egress allowed %d modules, want %d", layer, got, want)
+		}
+		if err := open.Validate(); err != nil {
+			t.Errorf("%s with egress: %v", layer, err)
+		}
+	}
+}

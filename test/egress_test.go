@@ -87,13 +87,18 @@ func (ca *egressCA) serve(t *testing.T, handler http.HandlerFunc, names ...strin
 // values from env. A nil gateway makes one without egress support.
 func egressJail(t *testing.T, p *policy.Egress, gw *egress.Gateway) *jail.Jail {
 	t.Helper()
+	return egressJailLayer(t, policy.LayerNone, p, gw)
+}
+
+func egressJailLayer(t *testing.T, layer policy.PythonLayer, p *policy.Egress, gw *egress.Gateway) *jail.Jail {
+	t.Helper()
 	e := sharedEnv(t)
 	cfg := e.cfg
 	cfg.Profiles = map[record.Profile]policy.Profile{}
 	for k, v := range e.cfg.Profiles {
 		cfg.Profiles[k] = v
 	}
-	cfg.Profiles["net"] = policy.Profile{Name: "net", Python: policy.LayerNone, Limits: policy.DefaultLimits(), Egress: p}
+	cfg.Profiles["net"] = policy.Profile{Name: "net", Python: layer, Limits: policy.DefaultLimits(), Egress: p}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +392,30 @@ print(urllib.request.urlopen('https://data.example.test:%d/', context=ctx, timeo
 		}
 		if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "forked ok" || !res.Warm || len(res.Network) != 1 {
 			t.Fatalf("run %d in a forked jail (start %q): %s network=%+v", i, res.Start, describe(res), res.Network)
+		}
+	}
+}
+
+// TestEgressCalcLayer: in a calc profile with egress, urllib and ssl are
+// importable and reach an allowed host; os and subprocess stay denied.
+func TestEgressCalcLayer(t *testing.T) {
+	requireRoot(t)
+	ca := newEgressCA(t)
+	port := ca.serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x,y\n1,2\n") }, "data.example.test")
+	p := &policy.Egress{Rules: []policy.EgressRule{{Host: "data.example.test", Ports: []int{port}, Resolve: []string{"127.0.0.1"}}}}
+	j := egressJailLayer(t, policy.LayerCalc, p, egress.New(egress.Config{}))
+	res := netRun(t, j, fmt.Sprintf(`
+import ssl
+import urllib.request
+ctx = ssl.create_default_context(cadata=%q)
+print(urllib.request.urlopen('https://data.example.test:%d/', context=ctx, timeout=10).read().decode().split())
+`, ca.pem, port))
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "['x,y', '1,2']" {
+		t.Fatalf("calc layer with egress: %s", describe(res))
+	}
+	for _, code := range []string{"import os", "import subprocess", "import ftplib"} {
+		if res := netRun(t, j, code); res.Verdict != record.VerdictRejected && res.Verdict != record.VerdictError {
+			t.Errorf("%q in calc with egress: %s", code, describe(res))
 		}
 	}
 }
