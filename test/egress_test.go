@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -417,5 +419,60 @@ print(urllib.request.urlopen('https://data.example.test:%d/', context=ctx, timeo
 		if res := netRun(t, j, code); res.Verdict != record.VerdictRejected && res.Verdict != record.VerdictError {
 			t.Errorf("%q in calc with egress: %s", code, describe(res))
 		}
+	}
+}
+
+// TestEgressEscapeCorpus runs the probes of testdata/escapes_egress (issue
+// 22) in a profile with egress: each aims at the gateway, or around it,
+// for something the policy does not allow, and must get nothing (a probe
+// that gets through prints ESCAPED). The gateway's answers are recorded
+// and must all be refusals.
+func TestEgressEscapeCorpus(t *testing.T) {
+	requireRoot(t)
+	files, err := filepath.Glob("testdata/escapes_egress/*.py")
+	if err != nil || len(files) < 15 {
+		t.Fatalf("egress escape corpus: %d files (%v)", len(files), err)
+	}
+	dns := map[string]string{"rebind.example.test": "127.0.0.1", "meta.example.test": "169.254.169.254", "evil.example.test": "192.0.2.66"}
+	gw := egress.New(egress.Config{Lookup: func(_ context.Context, host string) ([]netip.Addr, error) {
+		if a, ok := dns[host]; ok {
+			return []netip.Addr{netip.MustParseAddr(a)}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}})
+	p := &policy.Egress{Rules: []policy.EgressRule{
+		{Host: "allowed.example.test", Resolve: []string{"127.0.0.1"}},
+		{Host: "rebind.example.test"},
+		{Host: "meta.example.test"},
+	}}
+	j := egressJail(t, p, gw)
+	// The control: the same probe aimed at what the policy allows must
+	// get through, or the corpus could not fail.
+	t.Run("control", func(t *testing.T) {
+		code, err := os.ReadFile("testdata/escapes_egress/ip_decimal.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed := strings.Replace(string(code), "CONNECT 2130706433:443", "CONNECT allowed.example.test:443", 1)
+		if res := netRun(t, j, allowed); !strings.Contains(res.Stdout, "ESCAPED") {
+			t.Fatalf("an allowed CONNECT was not seen as getting through: %s", describe(res))
+		}
+	})
+	for _, f := range files {
+		code, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".py"), func(t *testing.T) {
+			res := netRun(t, j, string(code))
+			if res.Verdict != record.VerdictOK || strings.Contains(res.Stdout, "ESCAPED") {
+				t.Fatalf("%s", describe(res))
+			}
+			for _, e := range res.Network {
+				if e.Verdict == record.NetAllowed {
+					t.Errorf("the gateway allowed %+v", e)
+				}
+			}
+		})
 	}
 }
