@@ -574,3 +574,11 @@ func TestBlockedKind(t *testing.T) {
 		}
 	}
 }
+
+// loopbackDial dials addr whatever the name asked for.
+func (f *fixture) loopbackDial(addr string) func(context.Context, string, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+}
