@@ -131,6 +131,10 @@ func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(WithTenant(r.Context(), t))
+	// A tenant that talks to the server is active: it keeps a share of
+	// the slots free for its next call (admission.go).
+	h.s.admit.touch(t.Name)
+	h.s.validating.touch(t.Name)
 	if msg, code := h.checkStream(r, t); msg != "" {
 		http.Error(w, msg, code)
 		return
