@@ -47,6 +47,9 @@ import (
 //  9. lock: the tenant's workspace lock, shared or exclusive, across
 //     every replica sharing the data directory, within the run's timeout
 //     or maxLockWait;
+//  9b. bind: a workspace run of a tenant with a workspace quota has its
+//     workspace listed first, and measured again once it ran (quota.go):
+//     what it created past the quota is removed, verdict quota_exceeded;
 //  10. the tool's logic;
 //  11. errors: a refusal or an argument error becomes a tool error
 //     naming the tool, a workspace limit also counts as the tenant's
@@ -240,6 +243,9 @@ func (s *Server) serveCall(ctx context.Context, spec *toolSpec, req mcp.CallTool
 		return res, err
 	}
 	defer unlock()
+	if err := s.bindWorkspace(ctx, c); err != nil {
+		return nil, err
+	}
 	res, err = spec.logic.serve(ctx, c, args)
 	return s.mapError(c, res, err)
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -239,6 +240,9 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		// workspace as the jail does.
 		st.Workspace = record.WorkspaceMount
 		st.Snapshots.Dir = ""
+		if s.hasWorkspaceQuota(t) {
+			st.Tenant.WorkspaceQuotaMode = workspaceQuotaMode
+		}
 	}
 	allow := s.cfg.Policy.AllowDegraded
 	st.Isolation = isolationStatus{HostReport: s.cfg.Host, Missing: []string{}, Degraded: s.cfg.Host.Degraded(allow)}
@@ -253,6 +257,11 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	}
 	st.ServerLimits = s.serverLimits()
 	st.Sessions = s.sessionsStatus(ctx, t.operator)
+	if t.name != "" && !t.operator {
+		// Nor in the isolation layers' details (the rootfs, the cgroup
+		// parent, the data directory): issue 21.
+		st.Isolation.Layers = scrubLayers(st.Isolation.Layers)
+	}
 	if !t.operator {
 		// Operator-only: the server's queue, warm pools and other tenants.
 		st.Queue = admissionStatus{Slots: queue.Slots, MaxQueued: queue.MaxQueued}
@@ -270,6 +279,22 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	return st, nil
 }
 
+// hostPath matches an absolute path of two or more elements: a host path
+// in a layer's detail ("/dev" alone, the jail's, stays).
+var hostPath = regexp.MustCompile(`/[\w.@+-]+(/[\w.@+-]+)+/?`)
+
+// scrubLayers returns a copy of layers without host paths in their
+// details and fixes, for a tenant's view of the host.
+func scrubLayers(layers []policy.Layer) []policy.Layer {
+	out := make([]policy.Layer, len(layers))
+	for i, l := range layers {
+		l.Detail = hostPath.ReplaceAllString(l.Detail, "(a host path)")
+		l.Fix = hostPath.ReplaceAllString(l.Fix, "(a host path)")
+		out[i] = l
+	}
+	return out
+}
+
 // signInStatus is the sign-in of sandbox://status: no token, no key, no
 // claim, only where keys come from and which ids are in use.
 type signInStatus struct {
@@ -285,6 +310,9 @@ type tenantStatus struct {
 	Quota    tokens.Quota `json:"quota"`
 	// Queue is the tenant's own cap on runs in flight, if it has one.
 	Queue *admissionStatus `json:"queue,omitempty"`
+	// WorkspaceQuotaMode says how workspace_bytes and workspace_files
+	// bind code, where the tenant has them (quota.go).
+	WorkspaceQuotaMode string `json:"workspace_quota_mode,omitempty"`
 	// Locking says whether the tenant's workspace lock and quota state
 	// hold across replicas sharing the data directory.
 	Locking string `json:"locking"`

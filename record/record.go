@@ -23,6 +23,10 @@ const (
 	VerdictMemoryLimit Verdict = "memory_limit"
 	// VerdictOutputLimit means stdout or stderr exceeded its cap.
 	VerdictOutputLimit Verdict = "output_limit"
+	// VerdictQuotaExceeded means the run's writes took the workspace past
+	// its tenant's quota (workspace_bytes, workspace_files): what the run
+	// created was removed again, and the message names the quota.
+	VerdictQuotaExceeded Verdict = "quota_exceeded"
 	// VerdictInternalError means the sandbox itself failed; the code may not
 	// have run at all.
 	VerdictInternalError Verdict = "internal_error"
@@ -32,7 +36,7 @@ const (
 func Verdicts() []Verdict {
 	return []Verdict{
 		VerdictOK, VerdictError, VerdictRejected, VerdictTimeout, VerdictCPULimit,
-		VerdictMemoryLimit, VerdictOutputLimit, VerdictInternalError,
+		VerdictMemoryLimit, VerdictOutputLimit, VerdictQuotaExceeded, VerdictInternalError,
 	}
 }
 
