@@ -163,7 +163,21 @@ type serverLimitsStatus struct {
 	// Validation is the worker pool (per-call CPU and wall-clock budget,
 	// memory, counters), when the validator reports it.
 	Validation *validatepool.Status `json:"validation,omitempty"`
-	Summary    map[string]string    `json:"summary"`
+	// HTTP is the HTTP edge's bounds (edge.go), over HTTP only.
+	HTTP    *httpLimitsStatus `json:"http,omitempty"`
+	Summary map[string]string `json:"summary"`
+}
+
+// httpLimitsStatus is the HTTP edge in sandbox://status: its limits, and
+// for operators what is held now.
+type httpLimitsStatus struct {
+	BodyBudget     int64       `json:"http_body_budget_bytes"`
+	TenantBody     int64       `json:"http_tenant_body_bytes"`
+	TenantRequests int         `json:"http_tenant_requests"`
+	TenantSessions int         `json:"http_tenant_sessions"`
+	BodyTimeout    string      `json:"http_body_timeout"`
+	IdleTimeout    string      `json:"http_idle_timeout"`
+	Now            *edgeStatus `json:"now,omitempty"`
 }
 
 // serverLimits renders the ceilings for sandbox://status.
@@ -188,6 +202,16 @@ func (s *Server) serverLimits() serverLimitsStatus {
 		"validation": fmt.Sprintf("each validate_json call runs in a worker process and stops at %s of CPU or %s of wall-clock time", cpu, wall),
 		"messages":   fmt.Sprintf("a message from the client may be up to %s, nested %d levels deep inside tool arguments", policy.FormatBytes(st.MessageBytes), st.DepthLimit),
 		"answers":    fmt.Sprintf("a tool result is at most %s (longer listings are summarised), any message at most %s", policy.FormatBytes(st.AnswerBytes), policy.FormatBytes(st.MaxMessageBytesOut)),
+	}
+	if e := s.edge; e != nil {
+		l := e.lim
+		st.HTTP = &httpLimitsStatus{
+			BodyBudget: l.HTTPBodyBudget, TenantBody: l.HTTPTenantBodyBytes,
+			TenantRequests: l.HTTPTenantRequests, TenantSessions: l.HTTPTenantSessions,
+			BodyTimeout: l.HTTPBodyTimeout.D().String(), IdleTimeout: l.HTTPIdleTimeout.D().String(),
+		}
+		st.Summary["http"] = fmt.Sprintf("a tenant may have %d MCP sessions open, %d requests in flight and %s of request bodies being read (the server %s); a body must arrive within %s, an idle connection is closed after %s",
+			l.HTTPTenantSessions, l.HTTPTenantRequests, policy.FormatBytes(l.HTTPTenantBodyBytes), policy.FormatBytes(l.HTTPBodyBudget), l.HTTPBodyTimeout.D(), l.HTTPIdleTimeout.D())
 	}
 	return st
 }
@@ -273,6 +297,10 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		st.WarmPool = p.PoolStatus()
 	}
 	st.Tenants = s.tenantNames()
+	if st.ServerLimits.HTTP != nil {
+		now := s.edge.status()
+		st.ServerLimits.HTTP.Now = &now
+	}
 	if a := s.signIn; a != nil {
 		st.SignIn = &signInStatus{Resource: a.Resource(), Scopes: a.Scopes(), Issuers: a.Status()}
 	}

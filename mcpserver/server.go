@@ -154,6 +154,8 @@ type Server struct {
 	validator  JSONValidator
 	ownPool    *validatepool.Pool // the default Validator, which Close stops
 	limits     policy.ServerLimits
+	// edge is the HTTP transport's bounds, nil over stdio.
+	edge *edge
 	// local is the tenant of calls that carry none (stdio): Config's
 	// Workspace and SnapshotDir. tenants are the HTTP tenants opened so
 	// far, by name.

@@ -12,8 +12,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
-	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
 
