@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 
 	"sync"
 	"time"
@@ -209,7 +210,17 @@ func (h *HTTPService) admitPOST(w http.ResponseWriter, r *http.Request, t tokens
 		held.fixed = true
 	}
 	r.Body = &budgetReader{r: r.Body, h: held}
-	return func() { held.release(); e.leave(t.Name) }, true
+	return func() {
+		big := held.size() >= freeAfterBytes
+		held.release()
+		e.leave(t.Name)
+		if big {
+			// Decoding a large body costs many times its size; give that
+			// back to the host now rather than at the runtime's leisure
+			// (issue 21: RSS stayed at 2.7 GiB after a flood).
+			debug.FreeOSMemory()
+		}
+	}, true
 }
 
 // bodyHold is what one request's body holds of the budgets.
@@ -220,6 +231,16 @@ type bodyHold struct {
 
 	mu sync.Mutex
 	n  int64
+}
+
+// freeAfterBytes is the body size past which answering the request
+// returns the memory it cost to the host at once.
+const freeAfterBytes = 16 << 20
+
+func (b *bodyHold) size() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
 }
 
 func (b *bodyHold) release() {
