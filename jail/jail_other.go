@@ -88,3 +88,6 @@ func (*Pool) EndSessions(record.Profile, string, record.SessionReason) int { ret
 
 // Sessions lists none.
 func (*Pool) Sessions(string) []record.SessionInfo { return nil }
+
+// Sweep returns ErrUnsupported: there are no jails to sweep.
+func Sweep(context.Context, policy.Config, *slog.Logger) error { return ErrUnsupported }

@@ -94,7 +94,8 @@ type killStage struct {
 // stopped (SIGSTOP) where the stage shows, so that the jail's side moves
 // on only as far as it can without the server, and is then killed with
 // SIGKILL. Within a bound, and without another server starting (no sweep),
-// no process of that jail may remain.
+// no process of that jail may remain; `pyjail sweep`, which the root unit
+// runs as ExecStopPost=, then leaves no cgroup and no container state.
 func TestKilledServerAtEachStage(t *testing.T) {
 	e := sharedEnv(t)
 	bin := pyjailBinary(t)
@@ -187,13 +188,29 @@ func TestKilledServerAtEachStage(t *testing.T) {
 		for {
 			left := describeStrays(stray)
 			if len(left) == 0 {
-				return true
+				break
 			}
 			if time.Now().After(bound) {
 				t.Fatalf("killed at stage %s, the server left processes running: %v", st.name, left)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		// What a process cannot take with it, its cgroup and state, goes
+		// with `pyjail sweep` (the root unit's ExecStopPost=), not a
+		// second server.
+		if out, err := exec.Command(bin, "sweep", "--config", cfgFile).CombinedOutput(); err != nil {
+			t.Fatalf("pyjail sweep: %v\n%s", err, out)
+		}
+		prefix := fmt.Sprintf("pj-%d-", server)
+		var left []string
+		cgs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgParent, prefix+"*"))
+		cg2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", cgParent, prefix+"*"))
+		left = append(append(left, cgs...), cg2...)
+		states, _ := filepath.Glob(filepath.Join(stateDir, "containers", prefix+"*"))
+		if left = append(left, states...); len(left) > 0 {
+			t.Fatalf("killed at stage %s, left after pyjail sweep: %v", st.name, left)
+		}
+		return true
 	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {

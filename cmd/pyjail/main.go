@@ -32,6 +32,7 @@ Usage:
   pyjail run    [--profile calc|workspace|full] [--workspace DIR] [--timeout S] [--memory MiB] [--json] (-c CODE | FILE | -)
   pyjail doctor [--config FILE] [--rootfs DIR] [--json]
   pyjail rootfs build|verify|info [--dir DIR]
+  pyjail sweep  [--config FILE]
   pyjail token  add|list|remove [--tokens FILE] [NAME]
   pyjail bench  [flags]
   pyjail version
@@ -85,6 +86,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "token":
 		return cmdToken(rest, stdout, stderr)
+	case "sweep":
+		return cmdSweep(ctx, rest, stdout, stderr)
 	case validatepool.WorkerArg:
 		// Hidden: the server re-executes itself as a JSON Schema
 		// validation worker (see mcpserver/validatepool).
