@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -216,4 +217,73 @@ const ptraceProbeArg = "pyjail-test-ptrace-probe"
 func ptraceDenied() bool {
 	_, _, errno := syscall.RawSyscall(syscall.SYS_PTRACE, 0xffff, 0, 0)
 	return errno == syscall.EPERM
+}
+
+// TestServerFilterLoaded (issue 27, item 4): `pyjail serve` runs under its
+// own deny filter (policy.ServerDeny) on every thread, and doctor reports
+// it as the server_filter layer.
+func TestServerFilterLoaded(t *testing.T) {
+	requireRoot(t)
+	bin := pyjailBinary(t)
+	stateDir := runDir("pyjail-test-serverfilter")
+	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	cfgFile := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(`{"state_dir": %q, "cgroup_parent": "/pyjail-test-serverfilter"}`, stateDir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "serve", "--config", cfgFile, "--rootfs", "host", "--no-warm", "--workspace", t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	// The filter is loaded before run() starts, so any thread seen once
+	// the process has more than one is after it.
+	tasks := fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)
+	var ents []os.DirEntry
+	for deadline := time.Now().Add(slow(10 * time.Second)); len(ents) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never started its threads")
+		}
+		ents, _ = os.ReadDir(tasks)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(tasks, e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		if !strings.Contains(string(b), "\nSeccomp:\t2\n") {
+			t.Errorf("server thread %s runs without a seccomp filter", e.Name())
+		}
+	}
+
+	out, err := exec.CommandContext(t.Context(), bin, "doctor", "--json", "--config", cfgFile, "--rootfs", "host").Output()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Layers []struct {
+			Name, Detail     string
+			Active, Required bool
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("decoding doctor's report: %v\n%s", err, out)
+	}
+	for _, l := range rep.Layers {
+		if l.Name == "server_filter" {
+			if !l.Active || !l.Required || !strings.Contains(l.Detail, "denied") {
+				t.Errorf("server_filter layer = %+v", l)
+			}
+			return
+		}
+	}
+	t.Errorf("no server_filter layer in doctor's report:\n%s", out)
 }
