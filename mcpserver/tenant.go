@@ -200,9 +200,7 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 	}
 	t.root = root
 	var err error
-	// dirlock.WorkspaceLockFile(t.workspace) is root/lockFile: the file
-	// `pyjail run --workspace` locks too.
-	if t.lock, err = dirlock.Open(dirlock.WorkspaceLockFile(t.workspace)); err != nil {
+	if t.lock, err = dirlock.Open(filepath.Join(root, lockFile)); err != nil {
 		return nil, err
 	}
 	if t.lock.CrossProcess() {

@@ -124,8 +124,10 @@ export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {},
       saveStderr(stderr);
       const leftJails = await waitNoJails(env.idRange, 5000);
       const leftovers = collectLeftovers(env);
-      const leftParents = keepEnv ? [] : cleanupEnv(env);
-      return { ...how, leftJails, ...leftovers, leftParents };
+      if (!keepEnv) {
+        cleanupEnv(env);
+      }
+      return { ...how, leftJails, ...leftovers };
     },
   };
   return h;
