@@ -84,6 +84,11 @@ func DefaultPackages() []string {
 		"python3-scipy",
 		"python3-sympy",
 		"python3-matplotlib",
+		// Session checkpoints (SPEC §11): the runner saves a session's
+		// names with dill, which pickles functions, lambdas and classes
+		// defined in the session by value, and restores them in a fresh
+		// session jail.
+		"python3-dill",
 		// The threaded OpenBLAS; the jail pins its thread count to the CPU quota.
 		"libopenblas0-pthread",
 		"tzdata",
