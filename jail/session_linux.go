@@ -5,6 +5,7 @@ package jail
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -345,7 +346,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 		}
 	}
 	for len(t.live) >= t.cfg.MaxTotal {
-		if !evict(func(*session) bool { return true }) {
+		if !t.evictHeaviestLocked(evict, func(*session) int64 { return 1 }) {
 			return fail(fmt.Errorf("%w: %d sessions are live and all are busy; the server's limit is %d", ErrSessionLimit, len(t.live), t.cfg.MaxTotal))
 		}
 	}
@@ -355,7 +356,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 			need = sessionFirstBytes
 		}
 		for t.bytes.Load()+pools+need > budget {
-			if !evict(func(*session) bool { return true }) {
+			if !t.evictHeaviestLocked(evict, func(s *session) int64 { return s.bytes }) {
 				return fail(fmt.Errorf("%w: the memory budget of %s for sessions and warm jails is taken, by busy sessions and the warm pools",
 					ErrSessionLimit, policy.FormatBytes(budget)))
 			}
@@ -370,6 +371,36 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 	s.lastUsed = s.created
 	t.live[k] = s
 	return s, state, victims, nil
+}
+
+// evictHeaviestLocked evicts, through evict, the least recently used idle
+// session of the owner (tenant) that holds the most by weight (sessions,
+// or bytes), trying the next heaviest when all of one's are busy: a
+// tenant's sessions are evicted for the server's limits only once it
+// holds more than every other (issue 21), so that one tenant's flood of
+// sessions evicts its own, not another's idle one. It reports whether one
+// was evicted.
+func (t *sessionTable) evictHeaviestLocked(evict func(func(*session) bool) bool, weight func(*session) int64) bool {
+	held := map[string]int64{}
+	for _, s := range t.live {
+		held[s.owner] += weight(s)
+	}
+	owners := make([]string, 0, len(held))
+	for o := range held {
+		owners = append(owners, o)
+	}
+	slices.SortFunc(owners, func(a, b string) int {
+		if c := cmp.Compare(held[b], held[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, o := range owners {
+		if evict(func(s *session) bool { return s.owner == o }) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *sessionTable) countLocked(match func(*session) bool) int {
@@ -891,8 +922,9 @@ func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.Sessi
 	return n
 }
 
-// enforceBudget evicts the least recently used idle sessions while the
-// sessions and the warm pools hold more than the shared budget.
+// enforceBudget evicts idle sessions while the sessions and the warm
+// pools hold more than the shared budget: the least recently used of the
+// tenant holding the most memory first (evictHeaviestLocked).
 func (t *sessionTable) enforceBudget() {
 	budget := t.cfg.MemoryBudgetBytes
 	if budget <= 0 {
@@ -901,10 +933,10 @@ func (t *sessionTable) enforceBudget() {
 	pools := t.p.poolBytes()
 	t.mu.Lock()
 	var victims []*session
-	for t.bytes.Load()+pools > budget {
+	evict := func(pick func(*session) bool) bool {
 		var lru *session
 		for _, s := range t.live {
-			if s.inst != nil && (lru == nil || s.lastUsed.Before(lru.lastUsed)) && s.tryAcquire() {
+			if s.inst != nil && pick(s) && (lru == nil || s.lastUsed.Before(lru.lastUsed)) && s.tryAcquire() {
 				if lru != nil {
 					lru.release()
 				}
@@ -912,10 +944,16 @@ func (t *sessionTable) enforceBudget() {
 			}
 		}
 		if lru == nil {
-			break
+			return false
 		}
 		t.retireLocked(lru, record.ReasonEvicted)
 		victims = append(victims, lru)
+		return true
+	}
+	for t.bytes.Load()+pools > budget {
+		if !t.evictHeaviestLocked(evict, func(s *session) int64 { return s.bytes }) {
+			break
+		}
 	}
 	t.mu.Unlock()
 	t.bury(victims)

@@ -154,6 +154,8 @@ type Server struct {
 	validator  JSONValidator
 	ownPool    *validatepool.Pool // the default Validator, which Close stops
 	limits     policy.ServerLimits
+	// edge is the HTTP transport's bounds, nil over stdio.
+	edge *edge
 	// local is the tenant of calls that carry none (stdio): Config's
 	// Workspace and SnapshotDir. tenants are the HTTP tenants opened so
 	// far, by name.
@@ -175,6 +177,10 @@ type Server struct {
 	// admit caps the executions in flight at Policy.MaxConcurrent and
 	// queues up to Policy.MaxQueued more; it is the one such limit.
 	admit *admission
+	// validating shares the validation workers fairly among tenants
+	// (issue 21): one tenant's burst of validate_json calls waits behind
+	// its own share, not in front of everyone's.
+	validating *admission
 
 	traces *traceRing
 
@@ -202,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.admit = newAdmission(cfg.Policy.MaxConcurrent, cfg.Policy.MaxQueued)
+	s.validating = newAdmission(cfg.Policy.Server.ValidationWorkers, 16*cfg.Policy.Server.ValidationWorkers)
 
 	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
 		return nil, err
