@@ -346,7 +346,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 		}
 	}
 	for len(t.live) >= t.cfg.MaxTotal {
-		if !t.evictHeaviestLocked(evict, func(*session) int64 { return 1 }) {
+		if !t.evictOverShareLocked(evict, func(*session) int64 { return 1 }, int64(t.cfg.MaxTotal), owner) {
 			return fail(fmt.Errorf("%w: %d sessions are live and all are busy; the server's limit is %d", ErrSessionLimit, len(t.live), t.cfg.MaxTotal))
 		}
 	}
@@ -356,7 +356,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 			need = sessionFirstBytes
 		}
 		for t.bytes.Load()+pools+need > budget {
-			if !t.evictHeaviestLocked(evict, func(s *session) int64 { return s.bytes }) {
+			if !t.evictOverShareLocked(evict, func(s *session) int64 { return s.bytes }, budget-pools, owner) {
 				return fail(fmt.Errorf("%w: the memory budget of %s for sessions and warm jails is taken, by busy sessions and the warm pools",
 					ErrSessionLimit, policy.FormatBytes(budget)))
 			}
@@ -373,29 +373,41 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 	return s, state, victims, nil
 }
 
-// evictHeaviestLocked evicts, through evict, the least recently used idle
-// session of the owner (tenant) that holds the most by weight (sessions,
-// or bytes), trying the next heaviest when all of one's are busy: a
-// tenant's sessions are evicted for the server's limits only once it
-// holds more than every other (issue 21), so that one tenant's flood of
-// sessions evicts its own, not another's idle one. It reports whether one
-// was evicted.
-func (t *sessionTable) evictHeaviestLocked(evict func(func(*session) bool) bool, weight func(*session) int64) bool {
+// evictOverShareLocked evicts, through evict, one idle session for the
+// server's limits so that one tenant's flood of sessions evicts its own,
+// not another's idle one (issue 21): capacity (sessions, or bytes) is split
+// evenly between the owners holding sessions and incoming, the owner about
+// to open one. The least recently used idle session of the owners holding
+// more than that share goes first; when every one of theirs is busy, the
+// owners are tried from the heaviest down. Between owners of equal share
+// this is the plain least-recently-used order. It reports whether one was
+// evicted.
+func (t *sessionTable) evictOverShareLocked(evict func(func(*session) bool) bool, weight func(*session) int64, capacity int64, incoming string) bool {
 	held := map[string]int64{}
 	for _, s := range t.live {
 		held[s.owner] += weight(s)
 	}
-	owners := make([]string, 0, len(held))
-	for o := range held {
-		owners = append(owners, o)
+	owners := len(held)
+	if _, ok := held[incoming]; !ok && incoming != "" {
+		owners++
 	}
-	slices.SortFunc(owners, func(a, b string) int {
+	if owners > 0 {
+		share := capacity / int64(owners)
+		if evict(func(s *session) bool { return held[s.owner] > share }) {
+			return true
+		}
+	}
+	heaviest := make([]string, 0, len(held))
+	for o := range held {
+		heaviest = append(heaviest, o)
+	}
+	slices.SortFunc(heaviest, func(a, b string) int {
 		if c := cmp.Compare(held[b], held[a]); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
 	})
-	for _, o := range owners {
+	for _, o := range heaviest {
 		if evict(func(s *session) bool { return s.owner == o }) {
 			return true
 		}
@@ -924,7 +936,7 @@ func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.Sessi
 
 // enforceBudget evicts idle sessions while the sessions and the warm
 // pools hold more than the shared budget: the least recently used of the
-// tenant holding the most memory first (evictHeaviestLocked).
+// tenants holding more than their share first (evictOverShareLocked).
 func (t *sessionTable) enforceBudget() {
 	budget := t.cfg.MemoryBudgetBytes
 	if budget <= 0 {
@@ -951,7 +963,7 @@ func (t *sessionTable) enforceBudget() {
 		return true
 	}
 	for t.bytes.Load()+pools > budget {
-		if !t.evictHeaviestLocked(evict, func(s *session) int64 { return s.bytes }) {
+		if !t.evictOverShareLocked(evict, func(s *session) int64 { return s.bytes }, budget-pools, "") {
 			break
 		}
 	}
