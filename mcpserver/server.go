@@ -42,6 +42,7 @@ const (
 	logKeyErrorCode = "error_code"
 	logKeyTenant    = "tenant"
 	logKeySessions  = "sessions"
+	logKeyWorkspace = "workspace"
 )
 
 // stdioWorkers is how many tool calls the stdio transport serves at once,
@@ -241,6 +242,16 @@ func New(cfg Config) (*Server, error) {
 	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local()}
 	if cfg.Workspace != "" {
 		s.local.snapDir = cfg.SnapshotDir
+		// The lock `pyjail run --workspace` takes on the same directory
+		// (issue 27): a CLI run and this server's restore never overlap.
+		// A parent this server cannot write keeps the in-process lock;
+		// a restore there works in place anyway.
+		if lk, err := dirlock.Open(dirlock.WorkspaceLockFile(cfg.Workspace)); err == nil && lk.CrossProcess() {
+			s.local.lock = lk
+		} else {
+			s.log.Warn("the workspace has no cross-process lock: a `pyjail run --workspace` on it may overlap this server's restores",
+				logKeyWorkspace, cfg.Workspace, logKeyError, errors.Join(err, lockErr(lk)))
+		}
 	}
 	if err := s.openStores(s.local); err != nil {
 		return nil, err
@@ -374,4 +385,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// lockErr is why lk excludes no other process, or nil.
+func lockErr(lk *dirlock.Lock) error {
+	if lk == nil {
+		return nil
+	}
+	return lk.Err()
 }

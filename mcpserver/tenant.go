@@ -200,7 +200,9 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 	}
 	t.root = root
 	var err error
-	if t.lock, err = dirlock.Open(filepath.Join(root, lockFile)); err != nil {
+	// dirlock.WorkspaceLockFile(t.workspace) is root/lockFile: the file
+	// `pyjail run --workspace` locks too.
+	if t.lock, err = dirlock.Open(dirlock.WorkspaceLockFile(t.workspace)); err != nil {
 		return nil, err
 	}
 	if t.lock.CrossProcess() {
