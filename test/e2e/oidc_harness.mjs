@@ -129,6 +129,20 @@ export async function startAuthServer({ users, resources, shortTTL = 6, ttl = 60
   }
 
   const server = http.createServer((req, res) => {
+    // oidc-provider answers CORS on discovery, JWKS and the token endpoint
+    // but not on dynamic registration, which a client running in a page
+    // (the MCP Inspector 0.x in "Direct" mode) calls from the browser.
+    if (req.url === '/reg' && req.headers.origin) {
+      res.setHeader('Access-Control-Allow-Origin', req.headers.origin);
+      res.setHeader('Vary', 'Origin');
+      if (req.method === 'OPTIONS') {
+        res.setHeader('Access-Control-Allow-Methods', 'POST');
+        res.setHeader('Access-Control-Allow-Headers', 'content-type, authorization, mcp-protocol-version');
+        res.statusCode = 204;
+        res.end();
+        return;
+      }
+    }
     if (req.url.startsWith('/interaction/')) {
       interaction(req, res).catch((e) => {
         res.statusCode = 500;

@@ -3,9 +3,11 @@
 // trying a host that takes a URL (the MCP Inspector's OAuth flow). Not
 // part of `make e2e`. Needs root, like the server.
 //
-//   node signin_demo.mjs [--user alice] [--seconds 600]
+//   node signin_demo.mjs [--user alice] [--seconds 600] [--port N] [--issuer-port M]
 //
-// It prints the URL to give the host; every sign-in logs in --user.
+// It prints the URL to give the host; every sign-in logs in --user. The
+// ports are free ones unless --port (pyjail) and --issuer-port (the
+// authorization server) name them.
 
 import { parseArgs } from 'node:util';
 import fs from 'node:fs';
@@ -15,14 +17,22 @@ import { makeEnv } from './harness.mjs';
 import { freePort, startHTTPServer } from './http_harness.mjs';
 import { INTROSPECTION_CLIENT, startAuthServer } from './oidc_harness.mjs';
 
-const { values } = parseArgs({ options: { user: { type: 'string', default: 'alice' }, seconds: { type: 'string', default: '600' } } });
-const port = await freePort();
+const { values } = parseArgs({
+  options: {
+    user: { type: 'string', default: 'alice' }, seconds: { type: 'string', default: '600' },
+    port: { type: 'string' }, 'issuer-port': { type: 'string' },
+  },
+});
+const port = values.port ? Number(values.port) : await freePort();
 const resource = `http://127.0.0.1:${port}/mcp`;
 const users = {
   alice: { email: 'alice@example.com', rights: ['run', 'workspace'] },
   ops: { email: 'ops@example.com', rights: ['run', 'workspace', 'operator'] },
 };
-const as = await startAuthServer({ users, resources: [resource], defaultUser: values.user });
+const as = await startAuthServer({
+  users, resources: [resource], defaultUser: values.user,
+  port: values['issuer-port'] ? Number(values['issuer-port']) : undefined,
+});
 const env = makeEnv({});
 const secretFile = path.join(env.root, 'introspection-secret');
 fs.writeFileSync(secretFile, as.secret, { mode: 0o600 });
