@@ -72,7 +72,9 @@ const defaultSessionIdleTTL = 30 * time.Minute
 // (mcp-go's): sessions by Mcp-Session-Id, SSE for progress, DELETE to end
 // a session. Each request passes, in this order:
 //
-//  1. the Host and Origin check (DNS-rebinding protection);
+//  1. the Host and Origin check (DNS-rebinding protection); then, for a
+//     page of another origin, the CORS headers, and its preflight is
+//     answered here (see cors.go);
 //  2. authentication: a bearer token from Tokens or, with SignIn, an
 //     access token of the identity provider, or 401 (403 for a user
 //     this server takes no tenant for, 503 when the issuer cannot be
@@ -136,6 +138,9 @@ type HTTPService struct {
 func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkHost(r); msg != "" {
 		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	if h.cors(w, r) {
 		return
 	}
 	t, ok := h.authenticate(w, r)
