@@ -11,8 +11,17 @@ import (
 // $XDG_DATA_HOME/pyjail/rootfs (~/.local/share/pyjail/rootfs).
 func DefaultDir() string {
 	if os.Geteuid() == 0 {
-		return "/var/lib/pyjail/rootfs"
+		return SystemDir
 	}
+	return UserDir()
+}
+
+// SystemDir is the rootfs of the machine, built by root.
+const SystemDir = "/var/lib/pyjail/rootfs"
+
+// UserDir is a user's own rootfs: $XDG_DATA_HOME/pyjail/rootfs
+// (~/.local/share/pyjail/rootfs).
+func UserDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "pyjail", "rootfs")
 	}
@@ -20,7 +29,7 @@ func DefaultDir() string {
 	if err != nil {
 		// No home: fall back to the system location, which then fails
 		// with a clear "no manifest" or permission error when used.
-		return "/var/lib/pyjail/rootfs"
+		return SystemDir
 	}
 	return filepath.Join(home, ".local", "share", "pyjail", "rootfs")
 }

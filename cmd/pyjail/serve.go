@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/jail"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/mcpserver"
 	"github.com/pyjail/pyjail/mcpserver/metrics"
 	"github.com/pyjail/pyjail/mcpserver/tokens"
@@ -29,9 +30,16 @@ import (
 	"github.com/pyjail/pyjail/signin"
 )
 
-// defaultDataDir is where serve keeps the workspace and snapshots.
+// hostRoot reports whether this process is root on the host: not a user
+// who went rootless (root of its own user namespace since rootless.Enter,
+// with the user's home and environment).
+func hostRoot() bool { return os.Geteuid() == 0 && !rootless.Active() }
+
+// defaultDataDir is where serve keeps the workspace and snapshots: the
+// system's for root, the user's own data directory for anyone else (a
+// desktop user's stdio server, rootless).
 func defaultDataDir() string {
-	if os.Geteuid() == 0 {
+	if hostRoot() {
 		return "/var/lib/pyjail"
 	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {

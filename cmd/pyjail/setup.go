@@ -34,7 +34,7 @@ func (c *commonFlags) registerLevel(fs *flag.FlagSet, level string) {
 
 func (c *commonFlags) loadConfig() (policy.Config, error) {
 	if c.config == "" {
-		return policy.Default(), nil
+		return userDefaults(policy.Default()), nil
 	}
 	b, err := os.ReadFile(c.config)
 	if err != nil {
@@ -44,7 +44,21 @@ func (c *commonFlags) loadConfig() (policy.Config, error) {
 	if err != nil {
 		return policy.Config{}, fmt.Errorf("loading %q: %w", c.config, err)
 	}
-	return cfg, nil
+	return userDefaults(cfg), nil
+}
+
+// userDefaults moves the state directory of a user who is not host root
+// from /run/pyjail, which such a user cannot create, to the user's runtime
+// directory ($XDG_RUNTIME_DIR/pyjail, /run/user/<uid>/pyjail: made by
+// logind for each user, private, and emptied at the user's last logout),
+// unless the config chose one. A system unit's user (the rootless unit)
+// has no XDG_RUNTIME_DIR and keeps /run/pyjail, its RuntimeDirectory.
+func userDefaults(cfg policy.Config) policy.Config {
+	run := os.Getenv("XDG_RUNTIME_DIR")
+	if !hostRoot() && filepath.IsAbs(run) && cfg.StateDir == policy.Default().StateDir {
+		cfg.StateDir = filepath.Join(run, "pyjail")
+	}
+	return cfg
 }
 
 // openRootfs picks the rootfs: an explicit --rootfs, else the built one
@@ -55,14 +69,27 @@ func (c *commonFlags) openRootfs(cfg policy.Config) (*rootfs.Layout, error) {
 	case "host":
 		return rootfs.PrepareHost(filepath.Join(cfg.StateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
 	case "":
-		dir := rootfs.DefaultDir()
-		if _, err := os.Stat(dir); err == nil {
-			return rootfs.OpenDebian(dir)
+		for _, dir := range defaultRootfsDirs() {
+			if _, err := os.Stat(dir); err == nil {
+				return rootfs.OpenDebian(dir)
+			}
 		}
 		return rootfs.PrepareHost(filepath.Join(cfg.StateDir, "rootfs"), rootfs.DefaultHostSpec(cfg.IDMap))
 	default:
 		return rootfs.OpenDebian(c.rootfs)
 	}
+}
+
+// defaultRootfsDirs are where a built rootfs is looked for, in order: for
+// host root the system's; for anyone else the user's own
+// (~/.local/share/pyjail/rootfs), then the system's, which a user may
+// read but not build (a desktop user's stdio server uses the rootfs root
+// built once for the machine).
+func defaultRootfsDirs() []string {
+	if hostRoot() {
+		return []string{rootfs.SystemDir}
+	}
+	return []string{rootfs.UserDir(), rootfs.SystemDir}
 }
 
 // newJail loads the config, the rootfs and the jail, logging every seccomp

@@ -188,6 +188,69 @@ if [ "${1:-}" = --service ]; then
   exit 0
 fi
 
+# A desktop user's own stdio server, no sudo (issue 27, item 3): a
+# regular user with the subordinate ids useradd gives, logged in for good
+# (linger starts user@UID.service, as a graphical login does), starts
+# `pyjail serve` the way a desktop client's config does: in a scope of its
+# own systemd user manager with Delegate=yes. It goes rootless, and one
+# MCP exchange over stdio must come back with a jail's answer.
+if [ "${1:-}" = --desktop ]; then
+  set -e
+  user=desk
+  id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+  uid=$(id -u "$user")
+  install -m 0755 "$work/pyjail" /usr/local/bin/pyjail
+  echo "--- the user: $(id "$user"); subordinate ids: $(grep -h "^$user:" /etc/subuid /etc/subgid | tr '\n' ' ')"
+  loginctl enable-linger "$user"
+  for _ in $(seq 60); do
+    systemctl is-active --quiet "user@$uid.service" && [ -S "/run/user/$uid/bus" ] && break
+    sleep 1
+  done
+  ucg=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
+  echo "user@$uid.service: $(systemctl is-active "user@$uid.service"), delegated to the user: $(cat "$ucg/cgroup.controllers")"
+  asuser() {
+    runuser -u "$user" -- env -i HOME="/home/$user" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin \
+      XDG_RUNTIME_DIR="/run/user/$uid" DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
+  }
+  cd /
+  echo "--- as $user: systemd-run --user --scope -p Delegate=yes pyjail doctor"
+  asuser systemd-run --user --scope --quiet -p Delegate=yes /usr/local/bin/pyjail doctor --start-jail >/tmp/desk-doctor 2>&1 && rc=0 || rc=$?
+  sed 's/^/    /' /tmp/desk-doctor
+  echo "doctor exit $rc"
+  [ "$rc" = 0 ]
+  echo "--- as $user: the client's command, MCP over stdio"
+  coproc srv { asuser systemd-run --user --scope --quiet -p Delegate=yes /usr/local/bin/pyjail serve 2>/tmp/desk-serve.err; }
+  send() { printf '%s\n' "$1" >&"${srv[1]}"; }
+  answer() {
+    local line
+    while read -r -t 180 line <&"${srv[0]}"; do
+      case $line in *"\"id\":$1,"*|*"\"id\":$1}"*) printf '%s\n' "$line"; return 0 ;; esac
+    done
+    echo "no answer to request $1"; cat /tmp/desk-serve.err; return 1
+  }
+  send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"vm-desktop","version":"1"}}}'
+  answer 1 | cut -c1-200
+  send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  send '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}'
+  answer 2 | tee /tmp/desk-calc | cut -c1-300
+  grep -q '"verdict":"ok"' /tmp/desk-calc
+  send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"import os\nopen(\"desk.txt\", \"w\").write(\"hi\")\nprint(os.getuid(), sorted(os.listdir(\".\")))"}}}'
+  answer 3 | tee /tmp/desk-ws | cut -c1-300
+  grep -q '"verdict":"ok"' /tmp/desk-ws
+  echo "--- the server's processes (host view) and its cgroup"
+  ps -o user=,pid=,args= -u "$user" | grep -v -e 'systemd --user' -e '(sd-pam)' | cut -c1-120 || true
+  pid=$(pgrep -u "$user" -f 'pyjail serve' | head -n 1)
+  echo "cgroup of pyjail serve: $(sed -n 's/^0:://p' "/proc/$pid/cgroup")"
+  echo "--- what it keeps, and where (numeric owners)"
+  find "/home/$user/.local/share/pyjail" -maxdepth 2 -printf "%U:%G %m %p\n"
+  ls -ld "/run/user/$uid/pyjail"
+  exec {srv[1]}>&-
+  wait "$srv_PID" 2>/dev/null || true
+  grep -E 'rootless|user namespace|level=(WARN|ERROR)' /tmp/desk-serve.err | cut -c1-300 | sed 's/^/    /' || true
+  loginctl disable-linger "$user"
+  exit 0
+fi
+
 # A user-namespaced pod, simulated as its runtime would make it: a cgroup
 # chowned to the pod's root (host uid 400000000) and its user namespace
 # mapping 0-65535 to 400000000 on, made with unshare. pyjail is root there
@@ -350,6 +413,12 @@ for unit in pyjail pyjail-rootless; do
   echo $? >"$out/$unit.service.rc"
   echo "$unit.service: exit $(cat "$out/$unit.service.rc")"
 done
+
+if [ "${VM_DESKTOP:-1}" = 1 ]; then
+  bash "$in/guest.sh" --desktop >"$out/desktop.txt" 2>&1
+  echo $? >"$out/desktop.rc"
+  echo "desktop user's stdio server: exit $(cat "$out/desktop.rc")"
+fi
 
 if [ "${VM_POD:-1}" = 1 ]; then
   systemd-run --quiet --wait --pipe --collect --unit=pyjail-test-pod -p Delegate=yes -p Type=exec \

@@ -114,8 +114,9 @@ done
 # (dbus), kmod for the 9p modules, libseccomp2 for the cgo binaries,
 # procps and util-linux for the test script, passwd (useradd, usermod)
 # and uidmap (newuidmap, newgidmap) for the rootless pass, curl for its
-# HTTP service check.
-PACKAGES=(systemd systemd-sysv udev dbus kmod libseccomp2 procps util-linux passwd uidmap curl)
+# HTTP service check, dbus-user-session for the desktop user's own bus
+# (systemd-run --user, as on a desktop).
+PACKAGES=(systemd systemd-sysv udev dbus dbus-user-session kmod libseccomp2 procps util-linux passwd uidmap curl)
 # A box is logged into over ssh, provisioned with apt and synced with rsync.
 [ "$flavor" = box ] && PACKAGES+=(openssh-server sudo rsync systemd-resolved ca-certificates apt)
 

@@ -31,6 +31,8 @@
 #   VM_HOOKS          a directory of pre-<pass> executables for the guest
 #   VM_SERVICE        1: start dist/pyjail.service, then pyjail-rootless.service
 #                     in the guest after the passes and call tools over HTTP [1]
+#   VM_DESKTOP        1: a logged-in regular user starts `pyjail serve` over
+#                     stdio in a delegated scope of its own (rootless) [1]
 #   VM_POD            1: run pyjail as root of a simulated pod's user
 #                     namespace after that [1]
 #   VM_TEST_TIMEOUT   -test.timeout of each pass [10m]
@@ -123,6 +125,7 @@ if [ -n "${VM_HOOKS:-}" ]; then cp -r "$VM_HOOKS" "$OUT/in/hooks"; fi
   printf 'VM_PASSES=(%s)\n' "${PASSES[*]}"
   printf 'VM_TEST_TIMEOUT=%q\n' "${VM_TEST_TIMEOUT:-10m}"
   printf 'VM_POD=%q\n' "${VM_POD:-1}"
+  printf 'VM_DESKTOP=%q\n' "${VM_DESKTOP:-1}"
   # Latency bounds of the tests (not the jails' own limits) stretch under
   # emulation; see slow() in test/main_test.go.
   # A fork bomb's kill took 3 s here on a quiet host, 12 s on a busy one.
@@ -216,6 +219,12 @@ if [ "${VM_SERVICE:-1}" = 1 ]; then
     sed 's/^/   /' "$res/$unit.service.txt" 2>/dev/null || echo "   no log"
     [ "$src" = 0 ] || fail=1
   done
+fi
+if [ "${VM_DESKTOP:-1}" = 1 ]; then
+  drc=$(cat "$res/desktop.rc" 2>/dev/null || echo missing)
+  echo "== a desktop user's own stdio server (systemd-run --user --scope -p Delegate=yes pyjail serve): exit $drc"
+  sed 's/^/   /' "$res/desktop.txt" 2>/dev/null || echo "   no log"
+  [ "$drc" = 0 ] || fail=1
 fi
 if [ "${VM_POD:-1}" = 1 ]; then
   prc=$(cat "$res/pod.rc" 2>/dev/null || echo missing)
