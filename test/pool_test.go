@@ -212,7 +212,7 @@ func TestPoolRespectsMemoryBudget(t *testing.T) {
 	}
 }
 
-// TestPoolCPULimitCountsTheCode: a warm jail that preloaded the
+// TestPreloadedJailGivesTheCodeItsWholeLimit: a warm jail that preloaded the
 // scientific stack (about a second of CPU time here, many under
 // emulation) still gives its code the whole CPU-time limit. RLIMIT_CPU
 // counts from the process's start; the runner lowers it to the code's
@@ -221,7 +221,7 @@ func TestPoolRespectsMemoryBudget(t *testing.T) {
 // limit: a busy loop was killed by SIGKILL before its wall-clock limit with
 // verdict error (the cgroup v2 VM), and here code that needs 0.7 s of a
 // 2 s limit was cut short.
-func TestPoolCPULimitCountsTheCode(t *testing.T) {
+func TestPreloadedJailGivesTheCodeItsWholeLimit(t *testing.T) {
 	e := sharedEnv(t)
 	cfg := withWarm(e.cfg, policy.Warm{Size: 1, Preload: []string{"numpy", "pandas", "scipy", "sympy"}, Refill: 1}, record.ProfileFull)
 	prof := cfg.Profiles[record.ProfileFull]
