@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,7 +268,12 @@ func TestForkedWorkspaceManyRuns(t *testing.T) {
 		{"while True: pass", record.VerdictTimeout, 300 * time.Millisecond, 0},
 		{"b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1", record.VerdictMemoryLimit, 0, 64 << 20},
 	}
-	const runs = 500
+	runs := 500
+	if v, err := strconv.Atoi(os.Getenv("PYJAIL_TEST_MANY_RUNS")); err == nil && v > 0 {
+		// The VM test (test/vm): fewer under software emulation, still
+		// every outcome many times over.
+		runs = 5 * v
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	counts := map[record.Verdict]int{}
