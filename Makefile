@@ -67,6 +67,8 @@ VM_ROOTLESS_PROPS ?= -p User=pyjail -p Group=pyjail -p RuntimeDirectory=pyjail-r
 # 28 min in all with 50 runs of the many-runs tests, 25 now), both units'
 # service checks, the desktop user's and the pod's, and room for a slow host.
 VM_TIMEOUT ?= 2400
+# Each pass's -test.timeout: the rootless pass took 10 min on a busy host.
+VM_TEST_TIMEOUT ?= 15m
 vm-test: build rootfs
 	$(GO) test -c -tags $(TAGS) -o bin/integration.test ./test/
 	VM_PASSES='root forkserver rootless' VM_HOOKS=test/vm/hooks \
@@ -74,7 +76,7 @@ vm-test: build rootfs
 	VM_RUN_forkserver='$(VM_FORK_TESTS)' VM_ENV_forkserver='PYJAIL_TEST_FORK_SERVER=1 PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
 	VM_RUN_rootless='$(VM_ROOTLESS_TESTS)' VM_PROPS_rootless='$(VM_ROOTLESS_PROPS)' \
 	VM_ENV_rootless='PYJAIL_TEST_ROOTLESS=1 PYJAIL_TEST_RUN_DIR=/run/pyjail-rootless PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
-	VM_TIMEOUT=$(VM_TIMEOUT) VM_ROOTFS=$(ROOTFS) bash test/vm/run.sh
+	VM_TIMEOUT=$(VM_TIMEOUT) VM_TEST_TIMEOUT=$(VM_TEST_TIMEOUT) VM_ROOTFS=$(ROOTFS) bash test/vm/run.sh
 
 # Build (or confirm, in well under a second) the Debian rootfs.
 rootfs: build

@@ -219,23 +219,32 @@ if [ "${1:-}" = --desktop ]; then
   echo "doctor exit $rc"
   [ "$rc" = 0 ]
   echo "--- as $user: the client's command, MCP over stdio"
-  coproc srv { asuser systemd-run --user --scope --quiet -p Delegate=yes /usr/local/bin/pyjail serve 2>/tmp/desk-serve.err; }
-  send() { printf '%s\n' "$1" >&"${srv[1]}"; }
+  # The client's side: a fifo for each direction, on fixed descriptors
+  # (bash closes a coproc's descriptors in subshells).
+  rm -f /tmp/desk-in /tmp/desk-out
+  mkfifo /tmp/desk-in /tmp/desk-out
+  asuser systemd-run --user --scope --quiet -p Delegate=yes /usr/local/bin/pyjail serve \
+    </tmp/desk-in >/tmp/desk-out 2>/tmp/desk-serve.err &
+  server=$!
+  exec 7>/tmp/desk-in 8</tmp/desk-out
+  send() { printf '%s\n' "$1" >&7; }
+  # answer N FILE: reads the server's lines until the answer to request N,
+  # which goes to FILE.
   answer() {
     local line
-    while read -r -t 180 line <&"${srv[0]}"; do
-      case $line in *"\"id\":$1,"*|*"\"id\":$1}"*) printf '%s\n' "$line"; return 0 ;; esac
+    while read -r -t 180 line <&8; do
+      case $line in *"\"id\":$1,"*|*"\"id\":$1}"*) printf '%s\n' "$line" >"$2"; cut -c1-300 "$2"; return 0 ;; esac
     done
     echo "no answer to request $1"; cat /tmp/desk-serve.err; return 1
   }
   send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"vm-desktop","version":"1"}}}'
-  answer 1 | cut -c1-200
+  answer 1 /tmp/desk-init
   send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
   send '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}'
-  answer 2 | tee /tmp/desk-calc | cut -c1-300
+  answer 2 /tmp/desk-calc
   grep -q '"verdict":"ok"' /tmp/desk-calc
   send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"import os\nopen(\"desk.txt\", \"w\").write(\"hi\")\nprint(os.getuid(), sorted(os.listdir(\".\")))"}}}'
-  answer 3 | tee /tmp/desk-ws | cut -c1-300
+  answer 3 /tmp/desk-ws
   grep -q '"verdict":"ok"' /tmp/desk-ws
   echo "--- the server's processes (host view) and its cgroup"
   ps -o user=,pid=,args= -u "$user" | grep -v -e 'systemd --user' -e '(sd-pam)' | cut -c1-120 || true
@@ -244,8 +253,8 @@ if [ "${1:-}" = --desktop ]; then
   echo "--- what it keeps, and where (numeric owners)"
   find "/home/$user/.local/share/pyjail" -maxdepth 2 -printf "%U:%G %m %p\n"
   ls -ld "/run/user/$uid/pyjail"
-  exec {srv[1]}>&-
-  wait "$srv_PID" 2>/dev/null || true
+  exec 7>&- 8<&-
+  wait "$server" || true
   grep -E 'rootless|user namespace|level=(WARN|ERROR)' /tmp/desk-serve.err | cut -c1-300 | sed 's/^/    /' || true
   loginctl disable-linger "$user"
   exit 0
