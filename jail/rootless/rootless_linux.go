@@ -91,6 +91,8 @@ func Enter() error {
 			waitAndReexec(parent)
 		case "in":
 			return begin(parent)
+		case "sealed":
+			return resume()
 		}
 		return fmt.Errorf("unknown rootless stage %q", v)
 	}
@@ -153,7 +155,36 @@ func begin(parent int) error {
 		return fmt.Errorf("rootless: the new user namespace does not map its root (euid %d)", os.Geteuid())
 	}
 	entered, hostUID, hostGID = true, int(u), int(g)
-	return nil
+	// A later exec of this binary in the namespace (jail.SealSelf's
+	// re-execution from a sealed copy) must know it runs rootless too.
+	return os.Setenv(stageEnv, "sealed:0")
+}
+
+// resume is Enter in an execution that begin's already re-executed
+// (jail.SealSelf): the namespace, its maps and no_new_privs are in place,
+// and only what begin recorded is to be found again. The host ids come
+// from the maps, not the environment, and a process that is not root of
+// a user namespace other than the initial one is refused: the variable
+// cannot make a host process believe it is rootless.
+func resume() error {
+	if os.Geteuid() != 0 || !InUserNS() {
+		return fmt.Errorf("rootless: %s=sealed outside a user namespace pyjail made (euid %d)", stageEnv, os.Geteuid())
+	}
+	uids, err := readIDMap("/proc/self/uid_map")
+	if err != nil {
+		return err
+	}
+	gids, err := readIDMap("/proc/self/gid_map")
+	if err != nil {
+		return err
+	}
+	u, ok1 := policy.Outside(uids, 0)
+	g, ok2 := policy.Outside(gids, 0)
+	if !ok1 || !ok2 {
+		return errors.New("rootless: this user namespace does not map its root")
+	}
+	entered, hostUID, hostGID = true, int(u), int(g)
+	return os.Setenv(stageEnv, "sealed:0")
 }
 
 // waitAndReexec is the child's first execution: its credentials were

@@ -99,3 +99,19 @@ func TestCgroupParentIn(t *testing.T) {
 		}
 	}
 }
+
+// TestSealedStageOutsideUserNS: the variable that carries the rootless
+// state across jail.SealSelf's re-execution cannot make a process outside
+// a user namespace believe it runs rootless.
+func TestSealedStageOutsideUserNS(t *testing.T) {
+	if InUserNS() {
+		t.Skip("this test runs in a user namespace already; it checks a host process")
+	}
+	t.Setenv(stageEnv, "sealed:0")
+	if err := Enter(); err == nil || !strings.Contains(err.Error(), "outside a user namespace") {
+		t.Fatalf("Enter with %s=sealed on the host: %v, want a refusal", stageEnv, err)
+	}
+	if Active() {
+		t.Fatal("Active after a refused sealed stage")
+	}
+}
