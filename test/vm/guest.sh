@@ -243,7 +243,7 @@ if [ "${1:-}" = --desktop ]; then
   send '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}'
   answer 2 /tmp/desk-calc
   grep -q '"verdict":"ok"' /tmp/desk-calc
-  send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"import os\nopen(\"desk.txt\", \"w\").write(\"hi\")\nprint(os.getuid(), sorted(os.listdir(\".\")))"}}}'
+  send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_sandbox_code","arguments":{"code":"open(\"desk.txt\", \"w\").write(\"hi\")\nprint(open(\"desk.txt\").read())"}}}'
   answer 3 /tmp/desk-ws
   grep -q '"verdict":"ok"' /tmp/desk-ws
   echo "--- the server's processes (host view) and its cgroup"
