@@ -139,6 +139,7 @@ func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToo
 		res = callerSession(res, c.run.session)
 	}
 	tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
+	s.observeNetwork(tr.Tenant, res)
 	if !res.OK() {
 		tr.Error = res.Message
 		if tr.Error == "" {
@@ -465,5 +466,41 @@ func verdictPhrase(res *record.Result) string {
 		return "the output limit was exceeded"
 	default:
 		return "the sandbox failed; the code may not have run"
+	}
+}
+
+// netUnrecorded is the verdict the metrics give attempts past the cap of
+// a record's network list: counted, their verdicts not kept.
+const netUnrecorded = "unrecorded"
+
+// observeNetwork tells the Observer of res's network attempts, summed per
+// verdict.
+func (s *Server) observeNetwork(tenant string, res *record.Result) {
+	if s.cfg.Observer == nil || (len(res.Network) == 0 && res.NetworkOmitted == 0) {
+		return
+	}
+	type sum struct {
+		n       int
+		in, out int64
+	}
+	by := map[string]*sum{}
+	var order []string
+	for _, e := range res.Network {
+		v := by[e.Verdict]
+		if v == nil {
+			v = &sum{}
+			by[e.Verdict] = v
+			order = append(order, e.Verdict)
+		}
+		v.n++
+		v.in += e.BytesIn
+		v.out += e.BytesOut
+	}
+	for _, verdict := range order {
+		v := by[verdict]
+		s.cfg.Observer.Egress(tenant, verdict, v.n, v.in, v.out)
+	}
+	if res.NetworkOmitted > 0 {
+		s.cfg.Observer.Egress(tenant, netUnrecorded, res.NetworkOmitted, 0, 0)
 	}
 }
