@@ -64,6 +64,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// that the workspace probe and --start-jail below run under it too.
 	rep.Layers = append(rep.Layers, serverFilterLayer())
 	rep.Layers = append(rep.Layers, jail.SeccompNetworkLayer(cfg))
+	rep.Layers = append(rep.Layers, egressLayer(ctx, cfg))
 	if os.Geteuid() == 0 {
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}
