@@ -333,7 +333,7 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 		// too; the runner sets it on itself (Boot.AddressSpaceBytes).
 	}
 	caps := &configs.Capabilities{} // empty, not nil: nil means "leave capabilities alone"
-	seccomp := j.seccomp
+	seccomp := j.filtersFor(s.profile).container
 	if s.forkServer {
 		// The fork server never runs user code: it keeps what it needs to
 		// build each child's namespaces, and each child sets RLIMIT_CPU
@@ -341,7 +341,7 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 		rlimits = rlimits[:3]
 		keep := policy.ForkServerCapabilities()
 		caps = &configs.Capabilities{Bounding: keep, Effective: keep, Permitted: keep}
-		seccomp = j.forkSeccomp
+		seccomp = j.filtersFor(s.profile).forkServer
 		cg.Memory = s.profile.Warm.MemoryBudgetBytes
 		if cg.Memory <= 0 {
 			cg.Memory = lim.MemoryBytes

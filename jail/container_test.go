@@ -83,3 +83,53 @@ func TestForkServerBootMounts(t *testing.T) {
 		t.Errorf("fork server child mounts\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestFiltersPerNetworkMode: a profile with egress gets the egress filters
+// in every place a jail's filter goes (container, fork server, the BPF a
+// fork server's children stack), one without egress the other set, and
+// the two differ in their inet socket rules exactly.
+func TestFiltersPerNetworkMode(t *testing.T) {
+	cfg := policy.Default()
+	layout := &rootfs.Layout{Kind: rootfs.KindHost, Root: "/r", Python: rootfs.PythonPath}
+	j := &Jail{cfg: Config{Policy: cfg, Rootfs: layout}, runnerDir: "/run/pyjail/runner-x"}
+	for i, egress := range []bool{false, true} {
+		opt := cfg.Seccomp
+		opt.Egress = egress
+		var err error
+		if j.filters[i], err = newSeccompFilters(opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := cfg.Profiles[record.ProfileCalc]
+	withEgress := plain
+	withEgress.Egress = &policy.Egress{Rules: []policy.EgressRule{{Host: "data.example.org"}}}
+	// inetSocket is the action of the rules for socket(AF_INET, ...).
+	inetSocket := func(sc *configs.Seccomp) (acts []configs.Action) {
+		for _, s := range sc.Syscalls {
+			if s.Name == "socket" && len(s.Args) > 0 && s.Args[0].Value == unix.AF_INET {
+				acts = append(acts, s.Action)
+			}
+		}
+		return acts
+	}
+	for _, tc := range []struct {
+		prof policy.Profile
+		want configs.Action
+		n    int
+	}{{plain, configs.Errno, 1}, {withEgress, configs.Allow, 2}} {
+		for _, fork := range []bool{false, true} {
+			c := j.containerConfig("pj-1-x", containerSpec{profile: tc.prof, timeout: time.Second, forkServer: fork})
+			acts := inetSocket(c.Seccomp)
+			if len(acts) != tc.n || acts[0] != tc.want {
+				t.Errorf("egress=%t fork server=%t: AF_INET socket rules %v, want %d × %v", tc.prof.Egress != nil, fork, acts, tc.n, tc.want)
+			}
+		}
+		boot := j.forkServerBoot(tc.prof)
+		if string(boot.ForkServer.SeccompBPF) != string(j.filtersFor(tc.prof).bpf) {
+			t.Errorf("egress=%t: the fork server's children get the other mode's BPF", tc.prof.Egress != nil)
+		}
+	}
+	if string(j.filters[0].bpf) == string(j.filters[1].bpf) {
+		t.Error("the two modes compiled to the same BPF")
+	}
+}

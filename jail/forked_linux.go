@@ -204,7 +204,7 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 		ForkServer: &pyrunner.ForkServer{
 			UID:        int(j.cfg.Policy.IDMap.SandboxID),
 			GID:        int(j.cfg.Policy.IDMap.SandboxID),
-			SeccompBPF: j.seccompBPF,
+			SeccompBPF: j.filtersFor(prof).bpf,
 			Masked:     rootfs.MaskedPaths(),
 			Readonly:   rootfs.ReadonlyPaths(),
 			Mounts:     perJail,

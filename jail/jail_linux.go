@@ -22,7 +22,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 
 	// Device rules in Resources need the devices controller registered.
@@ -80,11 +79,10 @@ type Jail struct {
 	host          policy.HostReport
 	containersDir string
 	runnerDir     string
-	seccomp       *configs.Seccomp
-	// forkSeccomp is a fork server's filter, and seccompBPF the jail
-	// filter compiled for its children to stack on top (see zygote).
-	forkSeccomp *configs.Seccomp
-	seccompBPF  []byte
+	// filters holds the seccomp filters of each network mode: index 0
+	// for profiles without egress (no inet socket at all), 1 for those
+	// with (TCP only). filtersFor picks a profile's.
+	filters [2]seccompFilters
 	// idmap makes the workspace mounts of forked jails and the user
 	// namespaces of idmapped ones.
 	idmap *idmapper
@@ -159,16 +157,12 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 	if missing := j.host.Missing(cfg.Policy.AllowDegraded); len(missing) > 0 {
 		return nil, missingError(missing)
 	}
-	sc, err := toLibcontainerSeccomp(policy.SeccompFilter(cfg.Policy.Seccomp))
-	if err != nil {
-		return nil, fmt.Errorf("converting seccomp policy: %w", err)
-	}
-	j.seccomp = sc
-	if j.forkSeccomp, err = toLibcontainerSeccomp(policy.ForkServerSeccompFilter(cfg.Policy.Seccomp)); err != nil {
-		return nil, fmt.Errorf("converting fork server seccomp policy: %w", err)
-	}
-	if j.seccompBPF, err = compileBPF(sc); err != nil {
-		return nil, fmt.Errorf("compiling seccomp policy for forked jails: %w", err)
+	for i, egress := range []bool{false, true} {
+		opt := cfg.Policy.Seccomp
+		opt.Egress = egress
+		if j.filters[i], err = newSeccompFilters(opt); err != nil {
+			return nil, err
+		}
 	}
 	if err := prepareStateDir(cfg.Policy.StateDir, log); err != nil {
 		return nil, err

@@ -100,3 +100,8 @@ type ServerFilter struct {
 
 // LoadServerFilter returns ErrUnsupported.
 func LoadServerFilter() (ServerFilter, error) { return ServerFilter{}, ErrUnsupported }
+
+// SeccompNetworkLayer reports seccomp missing on this platform.
+func SeccompNetworkLayer(policy.Config) policy.Layer {
+	return policy.Layer{Name: "seccomp_network", Required: true, Detail: "jails need Linux and cgo"}
+}

@@ -4,12 +4,50 @@ package jail
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
+	runcseccomp "github.com/opencontainers/runc/libcontainer/seccomp"
 
 	"github.com/pyjail/pyjail/policy"
 )
+
+// seccompFilters are the filters of one network mode: a container's, a
+// fork server's, and the container's compiled for a fork server's
+// children to stack on top (see zygote).
+type seccompFilters struct {
+	container  *configs.Seccomp
+	forkServer *configs.Seccomp
+	bpf        []byte
+}
+
+// newSeccompFilters converts and compiles the filters for opt.
+func newSeccompFilters(opt policy.SeccompOptions) (seccompFilters, error) {
+	var f seccompFilters
+	var err error
+	if f.container, err = toLibcontainerSeccomp(policy.SeccompFilter(opt)); err != nil {
+		return f, fmt.Errorf("converting seccomp policy (egress %t): %w", opt.Egress, err)
+	}
+	if f.forkServer, err = toLibcontainerSeccomp(policy.ForkServerSeccompFilter(opt)); err != nil {
+		return f, fmt.Errorf("converting fork server seccomp policy (egress %t): %w", opt.Egress, err)
+	}
+	if f.bpf, err = compileBPF(f.container); err != nil {
+		return f, fmt.Errorf("compiling seccomp policy for forked jails (egress %t): %w", opt.Egress, err)
+	}
+	return f, nil
+}
+
+// filtersFor returns the filters of p's network mode: TCP sockets with
+// egress, no inet socket without.
+func (j *Jail) filtersFor(p policy.Profile) *seccompFilters {
+	if j.cfg.Policy.Seccomp.ForProfile(p).Egress {
+		return &j.filters[1]
+	}
+	return &j.filters[0]
+}
 
 // toLibcontainerSeccomp converts a policy filter into libcontainer's form.
 // It refuses, rather than approximates, anything libcontainer would run with
@@ -127,4 +165,42 @@ func convertOp(op policy.Op) (configs.Operator, error) {
 		return configs.MaskEqualTo, nil
 	}
 	return 0, fmt.Errorf("unknown seccomp operator %q", op)
+}
+
+// SeccompNetworkLayer compiles the jail filters of both network modes as
+// New does, and reports, for doctor, which profiles get which: without
+// egress no inet socket at all, with egress TCP sockets only.
+func SeccompNetworkLayer(cfg policy.Config) policy.Layer {
+	l := policy.Layer{Name: "seccomp_network", Required: true, Fix: "rebuild with CGO_ENABLED=1 go build -tags seccomp"}
+	if !runcseccomp.Enabled {
+		l.Detail = "binary built without seccomp"
+		return l
+	}
+	var with, without []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Profiles)) {
+		if cfg.Profiles[name].Egress != nil {
+			with = append(with, string(name))
+		} else {
+			without = append(without, string(name))
+		}
+	}
+	for _, egress := range []bool{false, true} {
+		opt := cfg.Seccomp
+		opt.Egress = egress
+		if _, err := newSeccompFilters(opt); err != nil {
+			l.Detail, l.Fix = err.Error(), "report a bug: pyjail's own seccomp table does not compile here"
+			return l
+		}
+	}
+	l.Active = true
+	l.Detail = fmt.Sprintf("no egress (%s): inet sockets refused (EAFNOSUPPORT)", listOrNone(without))
+	l.Detail += fmt.Sprintf("; egress (%s): TCP sockets only, UDP and raw refused (EPERM)", listOrNone(with))
+	return l
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no profile"
+	}
+	return strings.Join(names, ", ")
 }

@@ -76,7 +76,22 @@ func fakeVerdict(hold <-chan struct{}) func(ctx context.Context, req record.Requ
 				return nil, fmt.Errorf("fake run killed: %w", ctx.Err())
 			}
 		}
-		return &record.Result{Verdict: record.Verdict(f[0]), Profile: req.Profile, Start: f[1], Message: "fake " + f[0]}, nil
+		res := &record.Result{Verdict: record.Verdict(f[0]), Profile: req.Profile, Start: f[1], Message: "fake " + f[0]}
+		if slices.Contains(f[2:], "net") {
+			res.Network, res.NetworkOmitted = fakeNetwork(), 2
+		}
+		return res, nil
+	}
+}
+
+// fakeNetwork is the network list of a run whose code says "net": two
+// allowed attempts, a refused one and one cut at a limit.
+func fakeNetwork() []record.NetworkEntry {
+	return []record.NetworkEntry{
+		{Scheme: "https", Host: "data.example.org", Port: 443, Verdict: record.NetAllowed, BytesIn: 1000, BytesOut: 100},
+		{Scheme: "https", Host: "evil.example", Port: 443, Verdict: record.NetRefused, Reason: "blocked https://evil.example:443 — not in this profile's egress allowlist"},
+		{Scheme: "http", Host: "data.example.org", Port: 80, Method: "GET", Path: "/x", Verdict: record.NetAllowed, BytesIn: 500, BytesOut: 50},
+		{Scheme: "https", Host: "data.example.org", Port: 443, Verdict: record.NetLimit, Reason: "the run passed its limit of 1500 bytes in", BytesIn: 7},
 	}
 }
 
@@ -358,7 +373,7 @@ func TestMetricsScrape(t *testing.T) {
 	}{
 		{"alice", toolRunPython, map[string]any{"code": "1 + 1  # ok warm"}, false, ""},
 		{"alice", toolRunPython, map[string]any{"code": "2 + 2  # ok warm"}, false, ""},
-		{"alice", toolRunPython, map[string]any{"code": "3 + 3  # ok forked"}, false, ""},
+		{"alice", toolRunPython, map[string]any{"code": "3 + 3  # ok forked net"}, false, ""},
 		{"alice", toolRunPython, map[string]any{"code": "raise ValueError  # error cold"}, true, "error: fake error"},
 		{"alice", toolRunPython, map[string]any{"code": "bytearray(1 << 40)  # memory_limit warm"}, true, "memory_limit"},
 		{"alice", toolRunSandboxCode, map[string]any{"code": "open('a', 'w')  # ok forked"}, false, ""},
@@ -368,7 +383,7 @@ func TestMetricsScrape(t *testing.T) {
 		{"alice", toolRunPython, map[string]any{"code": ""}, true, "code is empty"},
 		{"alice", toolValidateJSON, map[string]any{"data": map[string]any{"a": 1}, "schema": map[string]any{"type": "object"}}, false, ""},
 		{"alice", toolValidateJSON, map[string]any{"data": "[1]", "schema": map[string]any{"type": "object"}}, false, "invalid"},
-		{"bob", toolRunPython, map[string]any{"code": "4 + 4  # ok warm"}, false, ""},
+		{"bob", toolRunPython, map[string]any{"code": "4 + 4  # ok warm net"}, false, ""},
 		// Bob's second run within the minute: refused for his quota.
 		{"bob", toolRunPython, map[string]any{"code": "5 + 5  # ok warm"}, true, "runs_per_minute"},
 		{"bob", toolValidateJSON, map[string]any{"data": 1, "schema": map[string]any{"type": "integer"}}, false, ""},
@@ -432,6 +447,15 @@ func TestMetricsScrape(t *testing.T) {
 	checkSeries(t, "pyjail_tenant_runs_total", delta(before, after, "pyjail_tenant_runs_total"), map[string]float64{
 		"tenant=alice": 8,
 		"tenant=bob":   1,
+	})
+	// Each tenant's one run with network attempts, per verdict.
+	checkSeries(t, "pyjail_egress_attempts_total", delta(before, after, "pyjail_egress_attempts_total"), map[string]float64{
+		"tenant=alice,verdict=allowed": 2, "tenant=alice,verdict=refused": 1, "tenant=alice,verdict=network_limit": 1, "tenant=alice,verdict=unrecorded": 2,
+		"tenant=bob,verdict=allowed": 2, "tenant=bob,verdict=refused": 1, "tenant=bob,verdict=network_limit": 1, "tenant=bob,verdict=unrecorded": 2,
+	})
+	checkSeries(t, "pyjail_egress_bytes_total", delta(before, after, "pyjail_egress_bytes_total"), map[string]float64{
+		"direction=in,tenant=alice": 1507, "direction=out,tenant=alice": 150,
+		"direction=in,tenant=bob": 1507, "direction=out,tenant=bob": 150,
 	})
 	checkSeries(t, "pyjail_oom_kills_total", delta(before, after, "pyjail_oom_kills_total"), map[string]float64{"": 1})
 	checkSeries(t, "pyjail_quota_refusals_total", delta(before, after, "pyjail_quota_refusals_total"), map[string]float64{

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -77,17 +78,100 @@ type profileStatus struct {
 	Workspace bool               `json:"workspace"`
 	Limits    policy.Limits      `json:"limits"`
 	Summary   map[string]string  `json:"summary"`
+	// Egress is the profile's network policy as the caller gets it
+	// (narrowed to its tenant's egress_hosts); nil: no network at all.
+	Egress *egressStatus `json:"egress,omitempty"`
+}
+
+// egressStatus is a profile's egress policy as status and environment
+// show it: hosts, ports and limits, never an injected value, nor where it
+// is read from, nor a pinned address.
+type egressStatus struct {
+	Hosts  []egressHost        `json:"hosts"`
+	Limits policy.EgressLimits `json:"limits_per_run"`
+	How    string              `json:"how"`
+	// NarrowedForTenant: the caller's tenant entry narrows the profile's
+	// hosts to these.
+	NarrowedForTenant bool `json:"narrowed_for_tenant,omitempty"`
+	// Error says why the tenant's narrowing does not apply (a pattern
+	// outside the profile's rules): its runs fail.
+	Error string `json:"error,omitempty"`
+}
+
+// egressHost is one rule of an egress policy.
+type egressHost struct {
+	Host  string `json:"host"`
+	Ports []int  `json:"ports"`
+	// Upstream "https": the code calls http://host/ and the gateway
+	// speaks verified TLS to host:443.
+	Upstream string `json:"upstream,omitempty"`
+	// Pinned: the gateway dials operator-pinned addresses, not DNS.
+	Pinned bool `json:"pinned,omitempty"`
+	// InjectedHeaders names the headers the gateway adds; their values
+	// never reach the jail or this page.
+	InjectedHeaders []string `json:"injected_headers,omitempty"`
+}
+
+// egressView renders e narrowed to hosts (nil: not narrowed).
+func egressView(e *policy.Egress, hosts []string) *egressStatus {
+	if e == nil {
+		return nil
+	}
+	st := &egressStatus{
+		Limits: e.Limits.Effective(), Hosts: []egressHost{},
+		How: "HTTP_PROXY and HTTPS_PROXY name the gateway on the jail's own loopback; urllib, requests, pandas and pip use it; every other connection is refused",
+	}
+	if hosts != nil {
+		n, err := e.Narrow(hosts)
+		if err != nil {
+			st.Error = err.Error()
+			return st
+		}
+		e, st.NarrowedForTenant = n, true
+	}
+	for _, r := range e.Rules {
+		h := egressHost{Host: r.Host, Ports: r.EffectivePorts(), Upstream: r.Upstream, Pinned: len(r.Resolve) > 0}
+		for _, in := range r.Inject {
+			h.InjectedHeaders = append(h.InjectedHeaders, in.Header)
+		}
+		st.Hosts = append(st.Hosts, h)
+	}
+	return st
+}
+
+// networkSummary is the summary's "network" line.
+func networkSummary(e *egressStatus) string {
+	switch {
+	case e == nil:
+		return "none"
+	case e.Error != "":
+		return "refused: " + e.Error
+	}
+	hosts := make([]string, 0, len(e.Hosts))
+	for _, h := range e.Hosts {
+		hosts = append(hosts, h.Host)
+	}
+	list := strings.Join(hosts, ", ")
+	if list == "" {
+		list = "no host"
+	}
+	return fmt.Sprintf("only through the egress gateway (HTTP_PROXY), to %s; per run at most %d connections, %s in, %s out",
+		list, e.Limits.MaxConnections, policy.FormatBytes(e.Limits.MaxBytesIn), policy.FormatBytes(e.Limits.MaxBytesOut))
 }
 
 // profiles describes the two profiles the MCP tools use; the full profile
-// is for operators and the CLI only, so clients never see it.
-func (s *Server) profiles() map[record.Profile]profileStatus {
+// is for operators and the CLI only, so clients never see it. Their egress
+// is narrowed to egressHosts (nil: not narrowed), the caller tenant's.
+func (s *Server) profiles(egressHosts []string) map[record.Profile]profileStatus {
 	out := map[record.Profile]profileStatus{}
 	for _, p := range []struct {
 		tool string
 		prof policy.Profile
 	}{{toolRunPython, s.calc}, {toolRunSandboxCode, s.workspace}} {
-		out[p.prof.Name] = profileStatus{Tool: p.tool, Python: p.prof.Python, Workspace: p.prof.Workspace, Limits: p.prof.Limits, Summary: limitSummary(p.prof.Limits)}
+		st := profileStatus{Tool: p.tool, Python: p.prof.Python, Workspace: p.prof.Workspace, Limits: p.prof.Limits, Summary: limitSummary(p.prof.Limits)}
+		st.Egress = egressView(p.prof.Egress, egressHosts)
+		st.Summary["network"] = networkSummary(st.Egress)
+		out[p.prof.Name] = st
 	}
 	return out
 }
@@ -235,13 +319,14 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	queue := s.admit.status()
 	st := statusReport{
 		Server: "pyjail", Version: version, Ready: refusal == "", Refusal: refusal,
-		Profiles: s.profiles(), MaxConcurrent: queue.Slots, RunsInFlight: queue.Running, Queue: queue,
+		MaxConcurrent: queue.Slots, RunsInFlight: queue.Running, Queue: queue,
 		Time: time.Now().UTC(),
 	}
 	t, err := s.tenant(ctx)
 	if err != nil {
 		return nil, err
 	}
+	st.Profiles = s.profiles(t.egress())
 	if t.ws != nil {
 		st.Workspace = t.workspace
 	}
@@ -413,9 +498,17 @@ type environmentReport struct {
 // Config.Environment runs code in a jail, so its first success is kept for
 // the life of the server; a failure is reported and retried next time.
 func (s *Server) environment(ctx context.Context) (any, error) {
+	// The caller's tenant narrows the egress shown, as it narrows its
+	// runs'; without one (errNoTenant) the profiles' own policy shows.
+	// A tenant that cannot be opened sees nothing rather than the
+	// profiles' unnarrowed hosts.
+	t, err := s.tenant(ctx)
+	if err != nil && !errors.Is(err, errNoTenant) {
+		return nil, err
+	}
 	rep := environmentReport{
 		WorkspaceMount: record.WorkspaceMount,
-		Profiles:       s.profiles(),
+		Profiles:       s.profiles(t.egress()),
 		Rules:          map[record.Profile]string{record.ProfileCalc: renderRules(s.calc), record.ProfileWorkspace: renderRules(s.workspace)},
 	}
 	if s.cfg.Environment == nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
 
@@ -223,6 +227,98 @@ func TestPrompts(t *testing.T) {
 				if !strings.Contains(body, w) {
 					t.Errorf("prompt lacks %q:\n%s", w, body)
 				}
+			}
+		})
+	}
+}
+
+// TestEgressInStatusAndEnvironment: both resources show a profile's
+// egress policy (hosts, ports, limits, the names of injected headers),
+// narrowed to the caller tenant's egress_hosts, and never an injected
+// value's source, a pinned address, or the hosts of a profile without it.
+func TestEgressInStatusAndEnvironment(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.DataDir = t.TempDir()
+		calc := c.Policy.Profiles[record.ProfileCalc]
+		calc.Egress = &policy.Egress{
+			Rules: []policy.EgressRule{
+				{Host: "api.example.com", Upstream: policy.UpstreamHTTPS, Resolve: []string{"10.9.8.7"},
+					Inject: []policy.Inject{{Header: "Authorization", Env: "PYJAIL_SECRET_ENV_NAME", Prefix: "Bearer "}}},
+				{Host: "*.cdn.example.net", Ports: []int{443}},
+			},
+			Limits: policy.EgressLimits{MaxConnections: 7},
+		}
+		c.Policy.Profiles = maps.Clone(c.Policy.Profiles)
+		c.Policy.Profiles[record.ProfileCalc] = calc
+	})
+	type view struct {
+		Profiles map[record.Profile]profileStatus `json:"profiles"`
+	}
+	read := func(id *tokens.Tenant, uri string) (view, string) {
+		t.Helper()
+		var text string
+		if id == nil {
+			text = h.readResource(uri)
+		} else {
+			text = readAs(t, h, *id, uri)
+		}
+		var v view
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatalf("%s: %v", uri, err)
+		}
+		return v, text
+	}
+	hosts := func(e *egressStatus) []string {
+		var out []string
+		for _, h := range e.Hosts {
+			out = append(out, h.Host)
+		}
+		return out
+	}
+	for _, uri := range []string{uriStatus, uriEnvironment} {
+		t.Run(uri, func(t *testing.T) {
+			v, text := read(nil, uri)
+			for _, leak := range []string{"PYJAIL_SECRET_ENV_NAME", "10.9.8.7", "Bearer"} {
+				if strings.Contains(text, leak) {
+					t.Errorf("%s shows %q", uri, leak)
+				}
+			}
+			e := v.Profiles[record.ProfileCalc].Egress
+			if e == nil {
+				t.Fatalf("%s: calc has no egress: %s", uri, text)
+			}
+			if got := hosts(e); !slices.Equal(got, []string{"api.example.com", "*.cdn.example.net"}) {
+				t.Errorf("hosts = %v", got)
+			}
+			api := e.Hosts[0]
+			if !api.Pinned || api.Upstream != "https" || !slices.Equal(api.InjectedHeaders, []string{"Authorization"}) || !slices.Equal(api.Ports, []int{80}) {
+				t.Errorf("api.example.com = %+v", api)
+			}
+			if e.Limits != (policy.EgressLimits{MaxConnections: 7, MaxBytesIn: 256 << 20, MaxBytesOut: 16 << 20}) || e.NarrowedForTenant {
+				t.Errorf("limits %+v, narrowed %t", e.Limits, e.NarrowedForTenant)
+			}
+			if s := v.Profiles[record.ProfileCalc].Summary["network"]; !strings.Contains(s, "api.example.com, *.cdn.example.net") || !strings.Contains(s, "7 connections") {
+				t.Errorf("calc network summary = %q", s)
+			}
+			if ws := v.Profiles[record.ProfileWorkspace]; ws.Egress != nil || ws.Summary["network"] != "none" {
+				t.Errorf("workspace (no egress) shows %+v, network %q", ws.Egress, ws.Summary["network"])
+			}
+
+			narrow := tokens.Tenant{Name: "alice", Egress: tokens.NewNarrowing([]string{"eu.cdn.example.net"})}
+			v, _ = read(&narrow, uri)
+			e = v.Profiles[record.ProfileCalc].Egress
+			if got := hosts(e); !slices.Equal(got, []string{"eu.cdn.example.net"}) || !e.NarrowedForTenant {
+				t.Errorf("narrowed tenant sees %v (narrowed %t)", got, e.NarrowedForTenant)
+			}
+			none := tokens.Tenant{Name: "bob", Egress: tokens.NewNarrowing([]string{})}
+			v, _ = read(&none, uri)
+			if e := v.Profiles[record.ProfileCalc].Egress; len(e.Hosts) != 0 || !strings.Contains(v.Profiles[record.ProfileCalc].Summary["network"], "no host") {
+				t.Errorf("tenant narrowed to nothing sees %+v", e)
+			}
+			wide := tokens.Tenant{Name: "carol", Egress: tokens.NewNarrowing([]string{"evil.example"})}
+			v, _ = read(&wide, uri)
+			if e := v.Profiles[record.ProfileCalc].Egress; len(e.Hosts) != 0 || !strings.Contains(e.Error, "never widen") {
+				t.Errorf("widening tenant sees %+v", e)
 			}
 		})
 	}

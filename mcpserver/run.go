@@ -139,6 +139,7 @@ func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToo
 		res = callerSession(res, c.run.session)
 	}
 	tr.Verdict, tr.WallMS, tr.CPUMS, tr.PeakMemory, tr.Warm = string(res.Verdict), res.WallMS, res.CPUMS, res.PeakMemoryBytes, res.Warm
+	s.observeNetwork(tr.Tenant, res)
 	if !res.OK() {
 		tr.Error = res.Message
 		if tr.Error == "" {
@@ -409,6 +410,10 @@ func runText(res *record.Result, note string) string {
 			b.WriteString("[stderr truncated at the output limit]")
 		}
 	}
+	if t := networkText(res); t != "" {
+		line()
+		b.WriteString(t)
+	}
 	if f := res.Files; f != nil && f.Error != "" {
 		line()
 		b.WriteString("workspace changes not listed: " + f.Error)
@@ -442,6 +447,59 @@ func runText(res *record.Result, note string) string {
 	return b.String()
 }
 
+// networkText says in words what the run did on the network: how many
+// attempts the gateway allowed and blocked, then each distinct reason a
+// blocked or cut attempt got ("blocked https://evil.example:443 — not in
+// this profile's egress allowlist"), with how often it came. "" for a
+// run without network attempts.
+func networkText(res *record.Result) string {
+	if len(res.Network) == 0 && res.NetworkOmitted == 0 {
+		return ""
+	}
+	var allowed, blocked int
+	var reasons []string
+	count := map[string]int{}
+	for _, e := range res.Network {
+		if e.Verdict == record.NetAllowed {
+			allowed++
+			continue
+		}
+		blocked++
+		r := e.Reason
+		if r == "" {
+			r = fmt.Sprintf("%s %s://%s:%d", e.Verdict, e.Scheme, clip(e.Host, maxNameBytes), e.Port)
+		}
+		r = clip(r, maxMessageBytes)
+		if count[r] == 0 {
+			reasons = append(reasons, r)
+		}
+		count[r]++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "network: %s allowed, %s blocked", plural(allowed, "attempt"), formatCount(int64(blocked)))
+	if res.NetworkOmitted > 0 {
+		fmt.Fprintf(&b, ", %s more not listed", formatCount(int64(res.NetworkOmitted)))
+	}
+	for _, r := range reasons[:min(len(reasons), listShown)] {
+		b.WriteString("\n  " + r)
+		if n := count[r]; n > 1 {
+			fmt.Fprintf(&b, " (%s times)", formatCount(int64(n)))
+		}
+	}
+	if len(reasons) > listShown {
+		fmt.Fprintf(&b, "\n  …%s reasons", moreText(len(reasons)-listShown))
+	}
+	return b.String()
+}
+
+// plural is "1 attempt", "3 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return formatCount(int64(n)) + " " + noun + "s"
+}
+
 // verdictPhrase explains a verdict when the Runner gave no message.
 func verdictPhrase(res *record.Result) string {
 	switch res.Verdict {
@@ -465,5 +523,41 @@ func verdictPhrase(res *record.Result) string {
 		return "the output limit was exceeded"
 	default:
 		return "the sandbox failed; the code may not have run"
+	}
+}
+
+// netUnrecorded is the verdict the metrics give attempts past the cap of
+// a record's network list: counted, their verdicts not kept.
+const netUnrecorded = "unrecorded"
+
+// observeNetwork tells the Observer of res's network attempts, summed per
+// verdict.
+func (s *Server) observeNetwork(tenant string, res *record.Result) {
+	if s.cfg.Observer == nil || (len(res.Network) == 0 && res.NetworkOmitted == 0) {
+		return
+	}
+	type sum struct {
+		n       int
+		in, out int64
+	}
+	by := map[string]*sum{}
+	var order []string
+	for _, e := range res.Network {
+		v := by[e.Verdict]
+		if v == nil {
+			v = &sum{}
+			by[e.Verdict] = v
+			order = append(order, e.Verdict)
+		}
+		v.n++
+		v.in += e.BytesIn
+		v.out += e.BytesOut
+	}
+	for _, verdict := range order {
+		v := by[verdict]
+		s.cfg.Observer.Egress(tenant, verdict, v.n, v.in, v.out)
+	}
+	if res.NetworkOmitted > 0 {
+		s.cfg.Observer.Egress(tenant, netUnrecorded, res.NetworkOmitted, 0, 0)
 	}
 }

@@ -103,6 +103,26 @@ func TestRunTools(t *testing.T) {
 			wantTimeout: 5 * time.Second,
 			wantImages:  2,
 		},
+		"network attempts in words": {
+			tool: toolRunPython,
+			args: map[string]any{"code": "fetch()"},
+			result: &record.Result{
+				Verdict: record.VerdictOK, Profile: record.ProfileCalc, Stdout: "fetched\n",
+				Network: []record.NetworkEntry{
+					{Scheme: "https", Host: "data.example.org", Port: 443, Verdict: record.NetAllowed, BytesIn: 10},
+					{Scheme: "https", Host: "evil.example", Port: 443, Verdict: record.NetRefused, Reason: "blocked https://evil.example:443 — not in this profile's egress allowlist"},
+					{Scheme: "https", Host: "evil.example", Port: 443, Verdict: record.NetRefused, Reason: "blocked https://evil.example:443 — not in this profile's egress allowlist"},
+					{Scheme: "http", Host: "x.example", Port: 80, Verdict: record.NetRefused},
+				},
+				NetworkOmitted: 5,
+			},
+			wantText: []string{
+				"fetched\nnetwork: 1 attempt allowed, 3 blocked, 5 more not listed\n",
+				"\n  blocked https://evil.example:443 — not in this profile's egress allowlist (2 times)\n",
+				"\n  refused http://x.example:80",
+			},
+			wantTimeout: 5 * time.Second,
+		},
 		"workspace changes not listed": {
 			tool: toolRunSandboxCode,
 			args: map[string]any{"code": "deep()"},

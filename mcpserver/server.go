@@ -131,6 +131,11 @@ type Observer interface {
 	// the tokens file: concurrent_runs, runs_per_minute, workspace_files,
 	// workspace_bytes, snapshots, snapshot_bytes).
 	QuotaRefused(tenant, quota string)
+	// Egress: a run of tenant made n network attempts with verdict
+	// (record.NetAllowed, NetRefused, NetLimit, or "unrecorded" for those
+	// past the record's cap), moving bytesIn to the jail and bytesOut
+	// from it. Called once per verdict a run's record holds.
+	Egress(tenant, verdict string, n int, bytesIn, bytesOut int64)
 }
 
 // Server is pyjail's MCP server: tools, resources and prompts over one

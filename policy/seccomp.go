@@ -79,6 +79,18 @@ type SeccompOptions struct {
 	// Landlock allows the landlock_* system calls so the runner can confine
 	// itself further. They can only reduce privilege.
 	Landlock bool `json:"landlock"`
+	// Egress allows TCP sockets (AF_INET and AF_INET6, SOCK_STREAM
+	// only) for a profile with an egress section. It is never read from
+	// the config file: package jail sets it per profile (ForProfile), and
+	// without it every inet socket is refused with EAFNOSUPPORT.
+	Egress bool `json:"-"`
+}
+
+// ForProfile returns opt with the per-profile options set from p: Egress
+// when p has an egress section.
+func (opt SeccompOptions) ForProfile(p Profile) SeccompOptions {
+	opt.Egress = p.Egress != nil
+	return opt
 }
 
 // Errno values the filter returns. They are the asm-generic numbers, which
@@ -90,6 +102,9 @@ const (
 	// ErrnoENOSYS makes a caller believe the kernel lacks the system call,
 	// so that libc falls back to an older one the filter can inspect.
 	ErrnoENOSYS uint = 38
+	// ErrnoEAFNOSUPPORT refuses an inet socket in a profile without
+	// egress: "Address family not supported by protocol".
+	ErrnoEAFNOSUPPORT uint = 97
 )
 
 // SeccompFilter returns the complete filter for opt: the base allowlist, the
@@ -99,6 +114,9 @@ const (
 func SeccompFilter(opt SeccompOptions) Seccomp {
 	rules := baseRules()
 	rules = append(rules, archRules()...)
+	if !opt.Egress {
+		rules = append(rules, inetRefusedRules()...)
+	}
 	for _, r := range relaxations() {
 		if r.enabled(opt) {
 			rules = append(rules, r.rules()...)
@@ -145,6 +163,12 @@ func relaxations() []relaxation {
 			enabled: func(o SeccompOptions) bool { return o.Landlock },
 			rules:   landlockRules,
 			warning: "landlock_create_ruleset, landlock_add_rule and landlock_restrict_self are allowed so the runner can confine itself further; they can only drop access but add kernel code reachable from the jail",
+		},
+		{
+			name:    "egress",
+			enabled: func(o SeccompOptions) bool { return o.Egress },
+			rules:   egressRules,
+			warning: "TCP sockets (AF_INET, AF_INET6, SOCK_STREAM) are allowed in this profile so its code can reach the egress gateway on its loopback; UDP and raw sockets stay refused",
 		},
 	}
 }

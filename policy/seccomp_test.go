@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the current policy")
@@ -52,8 +55,9 @@ var cloneNewFlags = map[string]uint64{
 	"CLONE_NEWNET":    0x40000000,
 }
 
-// allowedFamilies are the socket families the jail may create.
-var allowedFamilies = map[uint64]string{1: "AF_UNIX", 2: "AF_INET", 10: "AF_INET6"}
+// inetFamilies are the families only an egress profile may create, and
+// then only as TCP sockets.
+var inetFamilies = map[uint64]string{2: "AF_INET", 10: "AF_INET6"}
 
 var syscallName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
@@ -136,7 +140,7 @@ func TestSeccompInvariants(t *testing.T) {
 			checkForbidden(t, s)
 			checkClone(t, s)
 			checkSetIDModes(t, s)
-			checkSocket(t, s)
+			checkSocket(t, s, opt.Egress)
 			checkIoctl(t, s)
 			checkNoDuplicates(t, s)
 			if got, want := len(SeccompWarnings(opt)), countTrue(opt); got != want {
@@ -219,21 +223,53 @@ func checkClone(t *testing.T, s Seccomp) {
 	}
 }
 
-func checkSocket(t *testing.T, s Seccomp) {
+func checkSocket(t *testing.T, s Seccomp, egress bool) {
 	t.Helper()
-	for _, name := range []string{"socket", "socketpair"} {
-		for _, r := range allowRules(s, name) {
-			if len(r.Args) != 1 || r.Args[0].Index != 0 || r.Args[0].Op != OpEqual {
-				t.Errorf("%s allowed without an exact family: %v", name, r.Args)
-				continue
-			}
-			if _, ok := allowedFamilies[r.Args[0].Value]; !ok {
-				t.Errorf("%s allowed for family %d", name, r.Args[0].Value)
-			}
-			if name == "socketpair" && r.Args[0].Value != 1 {
-				t.Errorf("socketpair allowed for family %d, want AF_UNIX only", r.Args[0].Value)
-			}
+	for _, r := range allowRules(s, "socketpair") {
+		if len(r.Args) != 1 || r.Args[0] != (Arg{Index: 0, Op: OpEqual, Value: 1}) {
+			t.Errorf("socketpair allowed for %v, want AF_UNIX only", r.Args)
 		}
+	}
+	inet := 0
+	for _, r := range allowRules(s, "socket") {
+		if len(r.Args) == 0 || r.Args[0].Index != 0 || r.Args[0].Op != OpEqual {
+			t.Errorf("socket allowed without an exact family: %v", r.Args)
+			continue
+		}
+		fam := r.Args[0].Value
+		if fam == 1 && len(r.Args) == 1 {
+			continue // AF_UNIX
+		}
+		if _, ok := inetFamilies[fam]; !ok {
+			t.Errorf("socket allowed for family %d (%v)", fam, r.Args)
+			continue
+		}
+		inet++
+		if !egress {
+			t.Errorf("socket allowed for inet family %d without egress: %v", fam, r.Args)
+			continue
+		}
+		// TCP only: the type, without its flag bits, is SOCK_STREAM and
+		// the protocol is 0 or IPPROTO_TCP.
+		tcp := len(r.Args) == 3 &&
+			r.Args[1] == (Arg{Index: 1, Op: OpMaskedEqual, Value: 0xf, ValueTwo: 1}) &&
+			r.Args[2].Index == 2 && r.Args[2].Op == OpEqual && (r.Args[2].Value == 0 || r.Args[2].Value == 6)
+		if !tcp {
+			t.Errorf("socket allowed for family %d beyond TCP: %v", fam, r.Args)
+		}
+	}
+	if egress && inet != 4 {
+		t.Errorf("egress allows %d inet socket rules, want 4 (two families, protocol 0 or TCP)", inet)
+	}
+	// Without egress, both inet families get EAFNOSUPPORT explicitly.
+	refused := map[uint64]bool{}
+	for _, r := range s.Rules {
+		if slices.Contains(r.Names, "socket") && r.Action == ActErrno && r.Errno == ErrnoEAFNOSUPPORT && len(r.Args) == 1 {
+			refused[r.Args[0].Value] = true
+		}
+	}
+	if want := !egress; refused[2] != want || refused[10] != want {
+		t.Errorf("egress=%t: AF_INET refused=%t, AF_INET6 refused=%t, want %t", egress, refused[2], refused[10], want)
 	}
 }
 
@@ -474,6 +510,51 @@ func TestSeccompGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("rendered filter differs from %s (rerun with -update and review the diff):\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+// TestSeccompEgressGolden is TestSeccompGolden for a profile with egress:
+// the same filter but TCP sockets.
+func TestSeccompEgressGolden(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("recorded on amd64")
+	}
+	opt := Default().Seccomp
+	opt.Egress = true
+	got := SeccompFilter(opt).Render()
+	path := filepath.Join("testdata", "egress.golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("rendered filter differs from %s (rerun with -update and review the diff):\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+// TestSeccompEgressNotInConfig: the egress option is set per profile by
+// package jail, never by the config file's seccomp section.
+func TestSeccompEgressNotInConfig(t *testing.T) {
+	b, err := json.Marshal(SeccompOptions{Landlock: true, Egress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "gress") {
+		t.Errorf("SeccompOptions marshals its per-profile field: %s", b)
+	}
+	p := Default().Profiles[record.ProfileCalc]
+	if (SeccompOptions{}).ForProfile(p).Egress {
+		t.Error("ForProfile of the default calc profile (no egress) sets Egress")
+	}
+	p.Egress = &Egress{}
+	if !(SeccompOptions{}).ForProfile(p).Egress {
+		t.Error("ForProfile of a profile with egress leaves Egress off")
 	}
 }
 

@@ -8,6 +8,10 @@ const (
 	afInet  = 2  // AF_INET
 	afInet6 = 10 // AF_INET6
 
+	sockTypeMask = 0xf // SOCK_TYPE_MASK: the type without SOCK_NONBLOCK and SOCK_CLOEXEC
+	sockStream   = 1   // SOCK_STREAM
+	ipprotoTCP   = 6   // IPPROTO_TCP
+
 	tiocsti = 0x5412 // TIOCSTI: push a byte into a terminal's input queue
 
 	// cloneNamespaceFlags is every CLONE_NEW* bit: NEWTIME (0x80), NEWNS,
@@ -264,26 +268,57 @@ func baseRules() []Rule {
 			Why:    "AF_UNIX sockets: multiprocessing connections and asyncio's self-pipe.",
 		},
 		{
-			Names:  []string{"socket"},
-			Action: ActAllow,
-			Args:   []Arg{{Index: 0, Op: OpEqual, Value: afInet}},
-			Why: "AF_INET sockets, so that network code fails the way it does offline (ENETUNREACH from " +
-				"connect) rather than at socket(). The net namespace has no usable interface; raw sockets " +
-				"need CAP_NET_RAW, which the jail lacks.",
-		},
-		{
-			Names:  []string{"socket"},
-			Action: ActAllow,
-			Args:   []Arg{{Index: 0, Op: OpEqual, Value: afInet6}},
-			Why:    "AF_INET6 sockets, for the same reason as AF_INET. Every other family (netlink, packet, vsock, alg) is refused.",
-		},
-		{
 			Names:  []string{"socketpair"},
 			Action: ActAllow,
 			Args:   []Arg{{Index: 0, Op: OpEqual, Value: afUnix}},
 			Why:    "Connected AF_UNIX pairs for multiprocessing.Pipe and asyncio.",
 		},
 	}
+}
+
+// inetRefusedRules are the socket rules of a profile without egress: an
+// AF_INET or AF_INET6 socket is refused at socket() with EAFNOSUPPORT, so
+// that Python says "Address family not supported by protocol" before any
+// connect. Every other family not listed in baseRules gets EPERM.
+func inetRefusedRules() []Rule {
+	why := "A profile without egress has no network at all: inet sockets are refused when they are made " +
+		"(EAFNOSUPPORT), not only when they connect. The net namespace has no interface besides a loopback that is down."
+	return []Rule{
+		{Names: []string{"socket"}, Action: ActErrno, Errno: ErrnoEAFNOSUPPORT, Args: []Arg{{Index: 0, Op: OpEqual, Value: afInet}}, Why: "AF_INET. " + why},
+		{Names: []string{"socket"}, Action: ActErrno, Errno: ErrnoEAFNOSUPPORT, Args: []Arg{{Index: 0, Op: OpEqual, Value: afInet6}}, Why: "AF_INET6. " + why},
+	}
+}
+
+// egressRules is the egress relaxation, for a profile whose egress
+// section is set: TCP sockets of either inet family, so that the code can
+// reach the gateway's socket on its loopback. Only SOCK_STREAM (with any of
+// SOCK_NONBLOCK and SOCK_CLOEXEC) and protocol 0 or IPPROTO_TCP: UDP, raw,
+// SCTP and MPTCP sockets fall to the default EPERM. Landlock narrows
+// connect further to the gateway's port.
+func egressRules() []Rule {
+	var out []Rule
+	for _, fam := range []struct {
+		name  string
+		value uint64
+	}{{"AF_INET", afInet}, {"AF_INET6", afInet6}} {
+		for _, proto := range []struct {
+			name  string
+			value uint64
+		}{{"0", 0}, {"IPPROTO_TCP", ipprotoTCP}} {
+			out = append(out, Rule{
+				Names:  []string{"socket"},
+				Action: ActAllow,
+				Args: []Arg{
+					{Index: 0, Op: OpEqual, Value: fam.value},
+					{Index: 1, Op: OpMaskedEqual, Value: sockTypeMask, ValueTwo: sockStream},
+					{Index: 2, Op: OpEqual, Value: proto.value},
+				},
+				Why: fam.name + " SOCK_STREAM sockets with protocol " + proto.name + ", in a profile with egress: the " +
+					"code reaches the host's gateway through a TCP socket on its own loopback, the only listener there.",
+			})
+		}
+	}
+	return out
 }
 
 // landlockRules is the Landlock relaxation: the runner may restrict itself

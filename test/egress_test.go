@@ -476,3 +476,79 @@ func TestEgressEscapeCorpus(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressSession: egress inside a stateful session. Each call is
+// served by a gateway run of its own: its record lists only its own
+// attempts, and the state (an opener made in the first call) lives on.
+func TestEgressSession(t *testing.T) {
+	requireRoot(t)
+	ca := newEgressCA(t)
+	port := ca.serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "session ok") }, "data.example.test")
+	e := sharedEnv(t)
+	cfg := e.cfg
+	cfg.Profiles = map[record.Profile]policy.Profile{}
+	for k, v := range e.cfg.Profiles {
+		cfg.Profiles[k] = v
+	}
+	cfg.Profiles["net"] = policy.Profile{
+		Name: "net", Python: policy.LayerCalc, Limits: policy.DefaultLimits(),
+		Warm:   policy.Warm{ForkServer: true, MemoryBudgetBytes: 1 << 30, Preload: []string{"ssl", "urllib.request"}},
+		Egress: &policy.Egress{Rules: []policy.EgressRule{{Host: "data.example.test", Ports: []int{port}, Resolve: []string{"127.0.0.1"}}}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout, Egress: egress.New(egress.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := jail.NewPool(j, "")
+	t.Cleanup(func() {
+		pool.Close()
+		j.Wait()
+		if left := leftovers(e); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := pool.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := sessionKey(t, "egress")
+	call := func(code string) *record.Result {
+		t.Helper()
+		res, err := pool.Run(t.Context(), record.Request{Profile: "net", Code: code, Timeout: 30 * time.Second, Session: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Session == nil {
+			t.Fatalf("no session state: %s", describe(res))
+		}
+		return res
+	}
+	res := call(fmt.Sprintf(`
+import ssl, urllib.request
+ctx = ssl.create_default_context(cadata=%q)
+url = 'https://data.example.test:%d/'
+print(urllib.request.urlopen(url, context=ctx, timeout=10).read().decode())
+`, ca.pem, port))
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "session ok" || len(res.Network) != 1 || res.Network[0].Verdict != record.NetAllowed {
+		t.Fatalf("first call: %s network=%+v", describe(res), res.Network)
+	}
+	res = call(`
+print(urllib.request.urlopen(url, context=ctx, timeout=10).read().decode())
+try:
+    urllib.request.urlopen('https://evil.example.test/', context=ctx, timeout=10)
+    print('ESCAPED')
+except Exception as e:
+    print('refused', type(e).__name__)
+`)
+	if res.Verdict != record.VerdictOK || res.Session.State != record.SessionPreserved || !strings.HasPrefix(res.Stdout, "session ok\nrefused") {
+		t.Fatalf("second call: %s", describe(res))
+	}
+	if len(res.Network) != 2 || res.Network[0].Verdict != record.NetAllowed || res.Network[1].Verdict != record.NetRefused ||
+		!strings.Contains(res.Network[1].Reason, "not in this profile's egress allowlist") {
+		t.Errorf("second call's network (its own attempts only): %+v", res.Network)
+	}
+}

@@ -63,6 +63,8 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// The server's own filter, loaded into doctor as serve loads it, so
 	// that the workspace probe and --start-jail below run under it too.
 	rep.Layers = append(rep.Layers, serverFilterLayer())
+	rep.Layers = append(rep.Layers, jail.SeccompNetworkLayer(cfg))
+	rep.Layers = append(rep.Layers, egressLayer(ctx, cfg))
 	if os.Geteuid() == 0 {
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}

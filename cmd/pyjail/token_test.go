@@ -122,3 +122,73 @@ func TestTokenUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenAddEgressHosts: --egress-hosts narrows a tenant to hosts inside
+// every egress profile's rules of --config; a host outside them, or any
+// host when no profile has egress, is refused and the file is unchanged.
+func TestTokenAddEgressHosts(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(config, []byte(`{"profiles": {"calc": {"python": "calc", "egress": {"rules": [{"host": "*.example.org"}, {"host": "api.example.com"}]}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string]string{"json": "tokens.json", "lines": "tokens"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), file)
+			if code, _, errOut := pyjail(t, "token", "add", "--tokens", path, "--config", config, "--egress-hosts", "data.example.org,*.eu.example.org", "alice"); code != 0 {
+				t.Fatalf("token add: exit %d: %s", code, errOut)
+			}
+			if code, _, errOut := pyjail(t, "token", "add", "--tokens", path, "--config", config, "--egress-hosts", "", "bob"); code != 0 {
+				t.Fatalf("token add bob with no host: exit %d: %s", code, errOut)
+			}
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"--config", config, "--egress-hosts", "evil.example"}, "never widen"},
+				{[]string{"--config", config, "--egress-hosts", "data.example.org,example.org"}, "never widen"},
+				{[]string{"--config", config, "--egress-hosts", "*.org"}, "egress"},
+				{[]string{"--config", config, "--egress-hosts", "10.0.0.1"}, "egress"},
+				{[]string{"--egress-hosts", "data.example.org"}, "no profile in the built-in defaults has egress"},
+			} {
+				args := append([]string{"token", "add", "--tokens", path}, tc.args...)
+				code, _, errOut := pyjail(t, append(args, "carol")...)
+				if code == 0 || !strings.Contains(errOut, tc.want) {
+					t.Errorf("%v: exit %d, stderr %q; want a refusal saying %q", tc.args, code, errOut, tc.want)
+				}
+			}
+			after, _ := os.ReadFile(path)
+			if !bytes.Equal(before, after) {
+				t.Errorf("refused adds changed the file:\n%s", after)
+			}
+			f, err := tokens.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alice, _ := f.Lookup("alice")
+			bob, _ := f.Lookup("bob")
+			if got := alice.Tenant.Egress.List(); strings.Join(got, ",") != "data.example.org,*.eu.example.org" {
+				t.Errorf("alice's egress_hosts = %q", got)
+			}
+			if got := bob.Tenant.Egress.List(); got == nil || len(got) != 0 {
+				t.Errorf("bob's egress_hosts = %#v, want an empty list (no host)", got)
+			}
+			// Rotating without the flag keeps the narrowing.
+			if code, _, errOut := pyjail(t, "token", "add", "--tokens", path, "--rotate", "alice"); code != 0 {
+				t.Fatalf("rotate: exit %d: %s", code, errOut)
+			}
+			f, _ = tokens.ReadFile(path)
+			if alice, _ = f.Lookup("alice"); len(alice.Tenant.Egress.List()) != 2 {
+				t.Errorf("rotate dropped alice's narrowing: %+v", alice.Tenant.Egress)
+			}
+			_, out, _ := pyjail(t, "token", "list", "--tokens", path)
+			if !strings.Contains(out, "only data.example.org,*.eu.example.org") || !strings.Contains(out, "no host") {
+				t.Errorf("token list does not show the narrowing:\n%s", out)
+			}
+		})
+	}
+}

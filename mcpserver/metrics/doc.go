@@ -1,6 +1,7 @@
 // Package metrics holds pyjail's Prometheus metrics (SPEC §10): runs by
 // profile, verdict and path, their latency, runs in flight, memory-limit
-// kills, per-tenant runs and quota refusals, HTTP sessions and 401s, and,
+// kills, per-tenant runs and quota refusals, egress attempts and bytes by
+// tenant and verdict, HTTP sessions and 401s, and,
 // read at scrape time, the warm pools, fork servers, Python sessions and
 // the admission queue.
 //

@@ -56,6 +56,8 @@ type Metrics struct {
 	sessions     prometheus.Gauge
 	unauthorized prometheus.Counter
 	refusals     *prometheus.CounterVec
+	egressConns  *prometheus.CounterVec
+	egressBytes  *prometheus.CounterVec
 }
 
 // New builds the metrics and registers them.
@@ -100,8 +102,17 @@ func New(src Sources) *Metrics {
 			Name: "pyjail_http_auth_refusals_total",
 			Help: "HTTP requests refused by authentication or authorization, by status (401, 403, 503) and reason (missing, static, expired, audience, issuer, algorithm, unknown_key, signature, inactive, unknown_user, insufficient_scope, ...): a bounded set, never a token or a claim.",
 		}, []string{"status", "reason"}),
+		egressConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyjail_egress_attempts_total",
+			Help: "Network attempts of jails through the egress gateway, by tenant (\"\" over stdio or without a tokens file) and verdict (allowed, refused, network_limit; unrecorded for attempts past a run's list cap, which are counted but not kept).",
+		}, []string{"tenant", "verdict"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyjail_egress_bytes_total",
+			Help: "Bytes relayed by the egress gateway, by tenant and direction (in: to the jail, out: from it), of the attempts a run's record lists.",
+		}, []string{"tenant", "direction"}),
 	}
 	m.reg.MustRegister(m.runs, m.runSeconds, m.inFlight, m.oomKills, m.tenantRuns, m.quota, m.sessions, m.unauthorized, m.refusals,
+		m.egressConns, m.egressBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{src: src, m: m})
 	return m
@@ -131,6 +142,20 @@ func (m *Metrics) RunFinished(profile, verdict, path, tenant string, d time.Dura
 	}
 	if tenant != "" {
 		m.tenantRuns.WithLabelValues(tenant).Inc()
+	}
+}
+
+// Egress counts n network attempts of tenant's run with verdict, and the
+// bytes they moved in (to the jail) and out (from it).
+func (m *Metrics) Egress(tenant, verdict string, n int, bytesIn, bytesOut int64) {
+	if n > 0 {
+		m.egressConns.WithLabelValues(tenant, verdict).Add(float64(n))
+	}
+	if bytesIn > 0 {
+		m.egressBytes.WithLabelValues(tenant, "in").Add(float64(bytesIn))
+	}
+	if bytesOut > 0 {
+		m.egressBytes.WithLabelValues(tenant, "out").Add(float64(bytesOut))
 	}
 }
 

@@ -31,6 +31,12 @@ type AddOptions struct {
 	// ("runs_per_minute=30", "workspace_bytes=1GiB"); each sets one key
 	// and leaves the others as they were.
 	Quota []string
+	// EgressHosts, when set, replaces the tenant's egress narrowing
+	// (Tenant.Egress): the host patterns its runs may reach, a subset of
+	// its profiles' egress rules (an empty list: no host at all). The
+	// caller checks the subset against the server's config; Add checks
+	// only that each is a host pattern.
+	EgressHosts *[]string
 }
 
 // Add gives a tenant a new token: it stores the token's sha256 in the file
@@ -63,6 +69,12 @@ func Add(path, name string, opt AddOptions) (string, error) {
 			if err := e.Tenant.Quota.SetQuota(key, value); err != nil {
 				return err
 			}
+		}
+		if opt.EgressHosts != nil {
+			if err := checkEgressHosts(*opt.EgressHosts); err != nil {
+				return err
+			}
+			e.Tenant.Egress = NewNarrowing(append([]string{}, *opt.EgressHosts...))
 		}
 		token = NewToken()
 		e.SHA256 = Hash(token)
