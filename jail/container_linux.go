@@ -246,7 +246,8 @@ func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot 
 		ValueBytes:        valueBytes,
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
-		Policy:            policy.PythonPolicy(prof.Python),
+		EgressPort:        egressPort(prof),
+		Policy:            policy.PythonPolicyForProfile(prof),
 	}
 	if spec.workspace != "" && prof.Workspace {
 		boot.Workspace = record.WorkspaceMount
@@ -479,7 +480,7 @@ func (j *Jail) cgroupConfig(id string, prof policy.Profile, memoryLimit int64) *
 // runnerEnv is the jail's whole environment: nothing of the server's leaks.
 func runnerEnv(p policy.Profile) []string {
 	threads := strconv.Itoa(max(1, int(math.Ceil(p.Limits.CPUs))))
-	return []string{
+	return append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=/tmp",
 		"LANG=C.UTF-8",
@@ -492,7 +493,7 @@ func runnerEnv(p policy.Profile) []string {
 		"NUMEXPR_MAX_THREADS=" + threads,
 		"MPLBACKEND=Agg",
 		"MPLCONFIGDIR=/tmp/.matplotlib",
-	}
+	}, egressEnv(p)...)
 }
 
 func runnerArgs(python string) []string {

@@ -199,7 +199,8 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 		ValueBytes:        valueBytes,
 		ImageBytes:        imageBytes,
 		Landlock:          j.landlockWanted(),
-		Policy:            policy.PythonPolicy(prof.Python),
+		EgressPort:        egressPort(prof),
+		Policy:            policy.PythonPolicyForProfile(prof),
 		ForkServer: &pyrunner.ForkServer{
 			UID:        int(j.cfg.Policy.IDMap.SandboxID),
 			GID:        int(j.cfg.Policy.IDMap.SandboxID),

@@ -84,6 +84,10 @@ type instance struct {
 	session *session
 	seq     int64
 
+	// netLimit is closed when the run passes an egress limit (nil: no
+	// gateway for this run); await then kills the jail.
+	netLimit <-chan struct{}
+
 	destroyOne sync.Once
 }
 
@@ -261,6 +265,8 @@ type outcome struct {
 	flooded  bool
 	// cpuKilled: the jail was killed at its CPU-time limit (cpuWatch).
 	cpuKilled bool
+	// netLimited: the jail was killed at an egress limit.
+	netLimited bool
 	// messagesDone: the control pipe reached EOF (or garbage); no reply
 	// can come any more.
 	messagesDone bool
@@ -280,14 +286,20 @@ func (inst *instance) exec(ctx context.Context, req record.Request, timeout time
 	if inst.ws.dir != "" {
 		inst.scanBefore(ctx)
 	}
+	stopEgress, err := inst.startEgress(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: code, Workspace: inst.ws.execPath}); err != nil {
+		stopEgress(nil)
 		// The runner reads a whole line before it runs anything: a failed
 		// write means the jail died before the code could run.
 		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)
 	}
 	inst.ctlIn.Close()
 	res, _, err := inst.conclude(ctx, req, timeout, start)
+	stopEgress(res)
 	return res, err
 }
 
@@ -401,12 +413,15 @@ wait:
 		case <-inst.flooded:
 			out.flooded = true
 			break wait
+		case <-inst.netLimit:
+			out.netLimited = true
+			break wait
 		case <-ctx.Done():
 			ctxErr = ctx.Err()
 			break wait
 		}
 	}
-	if out.timedOut || out.flooded || out.cpuKilled || ctxErr != nil {
+	if out.timedOut || out.flooded || out.cpuKilled || out.netLimited || ctxErr != nil {
 		// SIGKILL to the pid namespace's init kills every process in it.
 		inst.body.kill()
 		out.done = <-inst.exited

@@ -65,6 +65,9 @@ type Config struct {
 	// goroutines that run and tear down jails, so it must be quick and
 	// safe for concurrent use.
 	OnTiming func(Timing)
+	// Egress serves the network of profiles with an egress policy; nil
+	// makes such profiles refuse to run (ErrNoGateway).
+	Egress *Gateway
 }
 
 // Jail runs executions in fresh jails. It is safe for concurrent use:

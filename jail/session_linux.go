@@ -540,12 +540,20 @@ func (s *session) exec(ctx context.Context, inst *instance, req record.Request, 
 		s.endReason = record.ReasonServerRestart
 		return nil, fmt.Errorf("%w: starting a call of session jail %q: %w", errLostBeforeRun, inst.id, err)
 	}
+	// Each call gets its own gateway run: its limits and its network
+	// list are the call's.
+	stopEgress, err := inst.startEgress(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := writeJSONLine(inst.ctlIn, pyrunner.Exec{Code: req.Code, Seq: inst.seq}); err != nil {
+		stopEgress(nil)
 		s.endReason = record.ReasonServerRestart
 		return nil, fmt.Errorf("%w: sending code to %q: %w", errLostBeforeRun, inst.id, err)
 	}
 	res, out, err := inst.conclude(ctx, req, timeout, start)
+	stopEgress(res)
 	switch {
 	case errors.Is(err, errForkServerDown):
 		// The code may have run in part: say what happened rather than
@@ -581,6 +589,8 @@ func callEnd(res *record.Result, out outcome) record.SessionReason {
 		return record.ReasonCPULimit
 	case out.flooded:
 		return record.ReasonOutputLimit
+	case out.netLimited:
+		return record.ReasonNetworkLimit
 	case res.Verdict == record.VerdictInternalError:
 		return record.ReasonInternalError
 	case out.exited:

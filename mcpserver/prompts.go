@@ -20,7 +20,7 @@ const (
 // renderRules renders the Python layer of a profile from policy's data, so
 // that prompts and sandbox://environment state the rules actually in force.
 func renderRules(prof policy.Profile) string {
-	r := policy.PythonRulesFor(prof.Python)
+	r := policy.PythonRulesForProfile(prof)
 	if prof.Python == policy.LayerNone {
 		return "- Full Python: only the kernel limits below apply."
 	}

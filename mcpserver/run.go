@@ -99,7 +99,7 @@ func (s *Server) profileOf(p record.Profile) policy.Profile {
 // renders the record.
 func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToolResult, error) {
 	profile, tr := c.spec.profile, c.trace
-	rreq := record.Request{Profile: profile, Code: a.Code, Timeout: c.run.timeout - c.run.waited, Queued: c.run.waited}
+	rreq := record.Request{Profile: profile, Code: a.Code, Timeout: c.run.timeout - c.run.waited, Queued: c.run.waited, EgressHosts: c.tenant.egress()}
 	if c.run.session != "" {
 		rreq.Session = sessionOwner(ctx) + "/" + c.run.session
 	}

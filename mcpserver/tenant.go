@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type tenant struct {
 	name     string // "" for the local tenant
 	operator bool
 	quota    tokens.Quota
+	// egressHosts narrows the tenant's egress (tokens.Tenant.EgressHosts);
+	// it follows reloads of the tokens file, hence atomic.
+	egressHosts atomic.Pointer[[]string]
 
 	workspace string // host directory, "" for none
 	snapDir   string
@@ -101,6 +105,7 @@ func (s *Server) tenant(ctx context.Context) (*tenant, error) {
 			// reloaded while the server runs.
 			t.operator = id.Operator
 			t.setQuota(s.effectiveQuota(id.Quota))
+			t.setEgressHosts(id.Egress.List())
 			s.tenantsMu.Unlock()
 			return t, nil
 		}
@@ -171,6 +176,7 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 		name: id.Name, operator: id.Operator, traces: newTraceRing(traceCapacity),
 		workspace: filepath.Join(root, "workspace"), snapDir: filepath.Join(root, "snapshots"),
 	}
+	t.setEgressHosts(id.Egress.List())
 	for _, d := range []string{root, t.workspace, t.snapDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating tenant directory %q: %w", d, err)
@@ -430,4 +436,25 @@ func (s *Server) quotaRefused(t *tenant, quota string) {
 	if s.cfg.Observer != nil && t.name != "" {
 		s.cfg.Observer.QuotaRefused(t.name, quota)
 	}
+}
+
+// setEgressHosts records the tenant's egress narrowing (nil: none).
+func (t *tenant) setEgressHosts(h []string) {
+	if h == nil {
+		t.egressHosts.Store(nil)
+		return
+	}
+	c := slices.Clone(h)
+	t.egressHosts.Store(&c)
+}
+
+// egress returns the tenant's egress narrowing for a run (nil: none).
+func (t *tenant) egress() []string {
+	if t == nil {
+		return nil
+	}
+	if p := t.egressHosts.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

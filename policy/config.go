@@ -133,6 +133,9 @@ func Load(data []byte) (Config, error) {
 		p.Name = record.Profile(name)
 		cfg.Profiles[p.Name] = p
 	}
+	if err := egressLines(data, cfg); err != nil {
+		return Config{}, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}

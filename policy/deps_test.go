@@ -106,6 +106,10 @@ func TestDependencies(t *testing.T) {
 		// (policy) and the tenant model (mcpserver/tokens), nothing else.
 		"signin": {pattern: "./signin", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp, unixPkg},
 			ownOnly: true, mayLink: []string{module + "/policy", module + "/mcpserver/tokens", module + "/record"}},
+		// The egress gateway is host-side network code: neither jail nor
+		// MCP. Of the project it reads the policy and writes records.
+		"egress": {pattern: "./egress", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp, unixPkg},
+			ownOnly: true, mayLink: []string{module + "/policy", module + "/record"}},
 		// A pure-Go leaf the MCP layer adapts, not the other way round.
 		"mcpserver/validate": {pattern: "./mcpserver/validate", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp}, noCgo: true},
 	} {

@@ -28,6 +28,9 @@ type Profile struct {
 	Limits    Limits `json:"limits"`
 	// Warm configures pre-started jails for this profile.
 	Warm Warm `json:"warm"`
+	// Egress opens the network through the host's gateway (SPEC §12);
+	// nil, the default, means no network.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // Warm configures the pool of pre-started single-use jails of a profile.

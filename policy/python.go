@@ -67,8 +67,11 @@ type PythonAudit struct {
 // in Boot.Policy. It is data: every entry carries its reason, and the
 // rendering in testdata/python.golden shows every change as a diff.
 type PythonRules struct {
-	Layer PythonLayer  `json:"layer"`
-	Rules []PythonRule `json:"rules"`
+	Layer PythonLayer `json:"layer"`
+	// Egress marks the rules of a profile with egress, whose network
+	// modules (egressModules) are allowed (SPEC §12).
+	Egress bool         `json:"egress,omitempty"`
+	Rules  []PythonRule `json:"rules"`
 	// DeniedModules are module names (roots or dotted) user code may not
 	// import or reach as an attribute of another module. Every module name
 	// with a component starting with "_" is denied as well.
@@ -140,10 +143,43 @@ const (
 // PythonPolicy returns the policy of layer as the JSON object the runner
 // expects in Boot.Policy, or nil for LayerNone (which has none).
 func PythonPolicy(layer PythonLayer) map[string]any {
-	if layer == LayerNone {
+	return pythonPolicyJSON(PythonRulesFor(layer))
+}
+
+// PythonPolicyForProfile is PythonPolicy for p's layer, opened for the
+// network where p has egress (see PythonRulesForProfile).
+func PythonPolicyForProfile(p Profile) map[string]any {
+	return pythonPolicyJSON(PythonRulesForProfile(p))
+}
+
+// egressModules are the modules a profile with egress may import and
+// whose audit events it may raise: HTTP and HTTPS clients (urllib,
+// http.client, ssl, and the libraries built on them: requests, pandas'
+// URL readers, pip). There, the kernel (one TCP port open, to the
+// gateway) and the gateway are the boundary, not the Python layer. The
+// other protocol clients (ftplib, smtplib, …) stay denied: the gateway
+// speaks HTTP only.
+var egressModules = []string{"http", "socket", "ssl", "urllib"}
+
+// PythonRulesForProfile returns the Python-layer policy of p: that of its
+// layer, with the network modules allowed where p has egress.
+func PythonRulesForProfile(p Profile) PythonRules {
+	r := PythonRulesFor(p.Python)
+	if p.Egress == nil || p.Python == LayerNone {
+		return r
+	}
+	r.Egress = true
+	keep := func(e PythonEntry) bool { return !slices.Contains(egressModules, e.Name) }
+	r.DeniedModules = slices.DeleteFunc(r.DeniedModules, func(e PythonEntry) bool { return !keep(e) })
+	r.Audit.BlockedFamilies = slices.DeleteFunc(r.Audit.BlockedFamilies, func(e PythonEntry) bool { return !keep(e) })
+	return r
+}
+
+func pythonPolicyJSON(r PythonRules) map[string]any {
+	if r.Layer == LayerNone {
 		return nil
 	}
-	b, err := json.Marshal(PythonRulesFor(layer))
+	b, err := json.Marshal(r)
 	if err != nil {
 		panic(fmt.Sprintf("marshalling python policy: %v", err)) // plain data cannot fail
 	}
@@ -735,7 +771,7 @@ func (r PythonRules) Validate() error {
 		denied[e.Name] = true
 	}
 	for _, m := range []string{"os", "sys", "subprocess", "socket", "shutil", "pathlib", "pickle", "ctypes", "importlib", "builtins"} {
-		if !denied[m] {
+		if !denied[m] && !(r.Egress && slices.Contains(egressModules, m)) {
 			errs = append(errs, fmt.Errorf("denied_modules: %q must be denied (SPEC §3)", m))
 		}
 	}

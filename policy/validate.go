@@ -27,6 +27,7 @@ func Checks() []Check {
 		{"server limits", checkServerLimits},
 		{"sessions", checkSessions},
 		{"auth", checkAuth},
+		{"egress", checkEgress},
 		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }

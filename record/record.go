@@ -23,6 +23,9 @@ const (
 	VerdictMemoryLimit Verdict = "memory_limit"
 	// VerdictOutputLimit means stdout or stderr exceeded its cap.
 	VerdictOutputLimit Verdict = "output_limit"
+	// VerdictNetworkLimit means the run passed an egress limit of its
+	// profile (connections, bytes in or bytes out) and was ended.
+	VerdictNetworkLimit Verdict = "network_limit"
 	// VerdictInternalError means the sandbox itself failed; the code may not
 	// have run at all.
 	VerdictInternalError Verdict = "internal_error"
@@ -32,7 +35,7 @@ const (
 func Verdicts() []Verdict {
 	return []Verdict{
 		VerdictOK, VerdictError, VerdictRejected, VerdictTimeout, VerdictCPULimit,
-		VerdictMemoryLimit, VerdictOutputLimit, VerdictInternalError,
+		VerdictMemoryLimit, VerdictOutputLimit, VerdictNetworkLimit, VerdictInternalError,
 	}
 }
 
@@ -80,6 +83,10 @@ type Request struct {
 	// the caller, who makes keys of different owners differ (mcpserver
 	// uses "<owner>/<name>"). "" runs the code in a fresh jail.
 	Session string
+	// EgressHosts, when non-nil, narrows the profile's egress allowlist
+	// to these host patterns (a tenant's entry in the tokens file); a
+	// pattern outside the profile's rules fails the run.
+	EgressHosts []string
 }
 
 // WorkspaceMount is where the workspace appears inside the jail; it is
@@ -124,6 +131,11 @@ type Result struct {
 	// Session is the state of the session a session call ran in; nil for
 	// calls without one.
 	Session *SessionState `json:"session,omitempty"`
+	// Network lists the run's network attempts, allowed or refused, for
+	// profiles with egress (SPEC §12); nil for profiles without.
+	Network []NetworkEntry `json:"network,omitempty"`
+	// NetworkOmitted counts the attempts left out of Network past its cap.
+	NetworkOmitted int `json:"network_omitted,omitempty"`
 	// Start says how the jail that ran the code was made: StartWarm,
 	// StartForked or StartCold; "" when no jail ran it (a refusal).
 	Start string `json:"start,omitempty"`
@@ -181,3 +193,33 @@ type Image struct {
 
 // OK reports whether the verdict is ok.
 func (r *Result) OK() bool { return r.Verdict == VerdictOK }
+
+// Network attempt verdicts (NetworkEntry.Verdict).
+const (
+	// NetAllowed: the gateway connected the attempt to its upstream.
+	NetAllowed = "allowed"
+	// NetRefused: the gateway refused it; Reason says why.
+	NetRefused = "refused"
+	// NetLimit: the attempt passed, or came after, a limit of the run.
+	NetLimit = "network_limit"
+)
+
+// NetworkEntry is one connection or request a jail made through the
+// egress gateway. Header values and payloads are never recorded.
+type NetworkEntry struct {
+	// Scheme is "https" for a CONNECT tunnel, "http" for a plain request.
+	Scheme string `json:"scheme"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	// Method and Path are set where the gateway saw the request (plain
+	// HTTP); a tunnel's are hidden inside its TLS.
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Verdict is NetAllowed, NetRefused or NetLimit.
+	Verdict string `json:"verdict"`
+	// Reason says in one sentence why it was refused or cut.
+	Reason   string `json:"reason,omitempty"`
+	BytesIn  int64  `json:"bytes_in"`
+	BytesOut int64  `json:"bytes_out"`
+	MS       int64  `json:"ms"`
+}

@@ -10,8 +10,12 @@ func TestVerdicts(t *testing.T) {
 		}
 		seen[v] = true
 	}
-	if got, want := len(seen), 8; got != want {
+	if got, want := len(seen), 9; got != want {
 		t.Errorf("%d verdicts, SPEC §4 has %d", got, want)
+	}
+	// Issue 22: an egress byte or connection cap ends a run by name.
+	if !seen[VerdictNetworkLimit] || VerdictNetworkLimit != "network_limit" {
+		t.Error("network_limit is not a verdict")
 	}
 	if Verdict("killed").Valid() {
 		t.Error("an unknown verdict is valid")

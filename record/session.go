@@ -31,6 +31,9 @@ const (
 	// ReasonMemoryLimit: a call hit the memory limit (an OOM kill, or a
 	// MemoryError at the address-space limit).
 	ReasonMemoryLimit SessionReason = "memory_limit"
+	// ReasonNetworkLimit: a call passed an egress limit and its jail was
+	// killed.
+	ReasonNetworkLimit SessionReason = "network_limit"
 	// ReasonCPULimit: a call used up its CPU time.
 	ReasonCPULimit SessionReason = "cpu_limit"
 	// ReasonOutputLimit: a call wrote so much output that it was stopped
@@ -64,7 +67,7 @@ const (
 // SessionReasons lists every reason, for schemas and documentation.
 func SessionReasons() []SessionReason {
 	return []SessionReason{
-		ReasonTimeout, ReasonMemoryLimit, ReasonCPULimit, ReasonOutputLimit, ReasonCrashed,
+		ReasonTimeout, ReasonMemoryLimit, ReasonCPULimit, ReasonOutputLimit, ReasonNetworkLimit, ReasonCrashed,
 		ReasonCancelled, ReasonExpired, ReasonClosed, ReasonEvicted, ReasonServerRestart,
 		ReasonRestored, ReasonInternalError,
 	}
@@ -92,6 +95,8 @@ func (r SessionReason) Describe() string {
 		return "a call used up its CPU time"
 	case ReasonOutputLimit:
 		return "a call wrote so much output that it was stopped"
+	case ReasonNetworkLimit:
+		return "a call passed its network limit"
 	case ReasonCrashed:
 		return "the interpreter exited or crashed during a call"
 	case ReasonCancelled:

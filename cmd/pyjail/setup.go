@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/pyjail/pyjail/egress"
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/rootfs"
@@ -78,7 +79,18 @@ func (c *commonFlags) newJail(ctx context.Context, log *slog.Logger) (*jail.Jail
 	for _, w := range policy.SeccompWarnings(cfg.Seccomp) {
 		log.Info("seccomp relaxation", "relaxation", w)
 	}
-	j, err := jail.New(ctx, jail.Config{Policy: cfg, Rootfs: layout, Logger: log})
+	jcfg := jail.Config{Policy: cfg, Rootfs: layout, Logger: log}
+	for _, name := range cfg.ProfileNames() {
+		if e := cfg.Profiles[name].Egress; e != nil {
+			// One gateway serves every egress profile; each run gets its
+			// own socket and policy from it.
+			if jcfg.Egress == nil {
+				jcfg.Egress = egress.New(egress.Config{Logger: log.With("component", "egress")})
+			}
+			log.Info("egress open", "profile", name, "hosts", e.Hosts(), "limits", e.Limits.Effective())
+		}
+	}
+	j, err := jail.New(ctx, jcfg)
 	if err != nil {
 		if errors.Is(err, jail.ErrNotRoot) || errors.Is(err, jail.ErrLayerMissing) {
 			err = fmt.Errorf("%w\nrun `pyjail doctor` for details", err)

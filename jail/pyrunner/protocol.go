@@ -91,6 +91,10 @@ type Boot struct {
 	// Landlock asks the runner to restrict itself with Landlock when the
 	// kernel supports it.
 	Landlock bool `json:"landlock"`
+	// EgressPort, in a profile with egress, is the one TCP port Landlock
+	// lets the code connect to: the gateway's on the jail's loopback
+	// (0: no TCP at all).
+	EgressPort int `json:"egress_port,omitempty"`
 	// Policy is the Python-layer policy (deny-list, builtins, AST rules),
 	// as returned by policy.PythonPolicy for Layer. The runner refuses to
 	// run code in "calc" or "workspace" without it (fail closed).

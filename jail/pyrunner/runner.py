@@ -73,8 +73,12 @@ _LL_IOCTL_DEV = 1 << 15
 _LL_FILE_ONLY = _LL_EXECUTE | _LL_WRITE_FILE | _LL_READ_FILE | _LL_TRUNCATE | _LL_IOCTL_DEV
 
 
-def _landlock(ctypes, libc, workspace):
-    """Restrict the runner with Landlock; return the state for Ready."""
+def _landlock(ctypes, libc, workspace, egress_port=0):
+    """Restrict the runner with Landlock; return the state for Ready.
+
+    With egress_port (a profile with egress, issue 22) the one TCP connect
+    allowed is to that port: the gateway's socket on the jail's loopback.
+    """
     import errno
     if os.uname().machine not in ("x86_64", "aarch64"):
         return "unavailable: syscall numbers unknown for " + os.uname().machine
@@ -103,11 +107,17 @@ def _landlock(ctypes, libc, workspace):
         _pack_ = 1
         _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
 
+    class NetPort(ctypes.Structure):
+        _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
     attr = Attr(handled, 0, 0)
     size = 8
     if abi >= 4:
         attr.net = 3  # BIND_TCP | CONNECT_TCP, with no rule: no TCP at all
         size = 16
+    net_ports = []
+    if abi >= 4 and egress_port:
+        net_ports.append((2, egress_port))  # CONNECT_TCP to the gateway only
     if abi >= 6:
         attr.scoped = 3  # abstract unix sockets and signals stay in the domain
         size = 24
@@ -137,6 +147,10 @@ def _landlock(ctypes, libc, workspace):
                     return "unavailable: landlock_add_rule %s: %s" % (path, os.strerror(ctypes.get_errno()))
             finally:
                 os.close(fd)
+        for access, port in net_ports:
+            n = NetPort(access, port)
+            if syscall(ctypes.c_long(add_rule), ctypes.c_int(rfd), ctypes.c_int(2), ctypes.byref(n), ctypes.c_uint32(0)) < 0:
+                return "unavailable: landlock_add_rule net port %d: %s" % (port, os.strerror(ctypes.get_errno()))
         # The jail sets no_new_privs already; setting it again is a no-op
         # there and makes the runner testable on a bare host.
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
@@ -169,7 +183,7 @@ def main():
             # Returns only in a forked child, isolated and ready for code.
             cin, cout = forkserver.serve_forks(ctypes, libc, boot, cin, cout)
         if boot.get("landlock") and forkserver.state.deferred is None:
-            ready["landlock"] = _landlock(ctypes, libc, forkserver.workdir(boot))
+            ready["landlock"] = _landlock(ctypes, libc, forkserver.workdir(boot), boot.get("egress_port") or 0)
         elif boot.get("landlock"):
             # Landlock would forbid attaching the workspace: it comes once
             # the workspace is in place and the privileges are gone.
@@ -200,7 +214,7 @@ def main():
         try:
             forkserver.attach_and_drop(ctypes, libc, workdir)
             if boot.get("landlock"):
-                _landlock(ctypes, libc, workdir)
+                _landlock(ctypes, libc, workdir, boot.get("egress_port") or 0)
         except BaseException as e:
             try:
                 os.write(2, ("pyjail: preparing the jail for its code failed: %s\n" % e).encode())

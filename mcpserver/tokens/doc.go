@@ -34,8 +34,9 @@
 // digest of the empty token is refused. The quota keys are
 // concurrent_runs, runs_per_minute, workspace_bytes, workspace_files,
 // snapshots and snapshot_bytes; all are optional, and 0 (or absent) means
-// the server's default. In the line format operator=true|false is one more
-// key, and the *_bytes keys also take KiB, MiB, GiB and TiB suffixes.
+// the server's default. egress_hosts (a JSON list, or comma-separated in
+// the line format; empty: no host) narrows the tenant's egress allowlists
+// (SPEC §12). In the line format operator=true|false is one more key, and the *_bytes keys also take KiB, MiB, GiB and TiB suffixes.
 // Unknown keys and fields are errors. [Parse] reports every bad line or
 // entry at once, each error naming its line (and, in JSON, its entry), and
 // never repeats a digest field's value: a token pasted where its digest

@@ -152,6 +152,14 @@ func parseLineEntry(fields []string) (Entry, []error) {
 			continue
 		}
 		seen[key] = true
+		if key == "egress_hosts" {
+			// Comma-separated; an empty value allows no host at all.
+			e.Tenant.Egress = Narrowing{Set: true, Hosts: value}
+			if err := checkEgressHosts(e.Tenant.Egress.List()); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if key == "operator" {
 			b, err := strconv.ParseBool(value)
 			if err != nil {
@@ -161,7 +169,7 @@ func parseLineEntry(fields []string) (Entry, []error) {
 			continue
 		}
 		if _, ok := lookupQuotaKey(key); !ok {
-			errs = append(errs, fmt.Errorf("unknown key %q (known: operator, %s)", key, quotaKeyNames()))
+			errs = append(errs, fmt.Errorf("unknown key %q (known: operator, %s, egress_hosts)", key, quotaKeyNames()))
 			continue
 		}
 		if err := e.Tenant.Quota.SetQuota(key, value); err != nil {
@@ -182,6 +190,10 @@ type jsonEntry struct {
 	SHA256   string `json:"sha256"`
 	Operator bool   `json:"operator,omitempty"`
 	Quota    *Quota `json:"quota,omitempty"`
+	// EgressHosts narrows the tenant's egress (Tenant.EgressHosts).
+	// A pointer, so that an explicit [] (no host at all) survives a
+	// rewrite.
+	EgressHosts *[]string `json:"egress_hosts,omitempty"`
 }
 
 func parseJSON(data []byte) (*File, []position, []error) {
@@ -278,6 +290,13 @@ func decodeEntry(raw []byte) (Entry, []error) {
 		errs = append(errs, jsonError(err))
 	}
 	e.Tenant = Tenant{Name: je.Tenant, Operator: je.Operator}
+	if je.EgressHosts != nil {
+		if err := checkEgressHosts(*je.EgressHosts); err != nil {
+			errs = append(errs, err)
+		} else {
+			e.Tenant.Egress = NewNarrowing(append([]string{}, *je.EgressHosts...))
+		}
+	}
 	if je.Quota != nil {
 		e.Tenant.Quota = *je.Quota
 	}
@@ -507,6 +526,10 @@ func (f *File) Marshal() []byte {
 		jf := jsonFile{Tenants: make([]jsonEntry, 0, len(f.Entries))}
 		for _, e := range f.Entries {
 			je := jsonEntry{Tenant: e.Tenant.Name, SHA256: e.SHA256.String(), Operator: e.Tenant.Operator}
+			if e.Tenant.Egress.Set {
+				h := e.Tenant.Egress.List()
+				je.EgressHosts = &h
+			}
 			if e.Tenant.Quota != (Quota{}) {
 				q := e.Tenant.Quota
 				je.Quota = &q
@@ -550,6 +573,9 @@ func formatLine(e Entry) string {
 	}
 	if e.Tenant.Quota != (Quota{}) {
 		s += " " + e.Tenant.Quota.String()
+	}
+	if e.Tenant.Egress.Set {
+		s += " egress_hosts=" + e.Tenant.Egress.Hosts
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package tokens
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -276,5 +277,50 @@ func TestKubernetesExample(t *testing.T) {
 	}
 	if got, want := f.Format, FormatLines; got != want {
 		t.Errorf("format %v, want %v", got, want)
+	}
+}
+
+// TestEgressNarrowing (issue 22): a tenant's egress_hosts round-trips in
+// both formats, an empty list stays "no host", and bad patterns are
+// errors.
+func TestEgressNarrowing(t *testing.T) {
+	const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	for name, tc := range map[string]struct {
+		data string
+		want []string
+		err  string
+	}{
+		"line":         {data: "alice " + digest + " egress_hosts=data.example.org,*.cdn.example.net\n", want: []string{"data.example.org", "*.cdn.example.net"}},
+		"line empty":   {data: "alice " + digest + " egress_hosts=\n", want: []string{}},
+		"line unset":   {data: "alice " + digest + "\n", want: nil},
+		"json":         {data: `{"tenants": [{"tenant": "alice", "sha256": "` + digest + `", "egress_hosts": ["data.example.org"]}]}`, want: []string{"data.example.org"}},
+		"json empty":   {data: `{"tenants": [{"tenant": "alice", "sha256": "` + digest + `", "egress_hosts": []}]}`, want: []string{}},
+		"line bad":     {data: "alice " + digest + " egress_hosts=Data.example.org\n", err: "egress_hosts"},
+		"json bad":     {data: `{"tenants": [{"tenant": "alice", "sha256": "` + digest + `", "egress_hosts": ["a b"]}]}`, err: "egress_hosts"},
+		"json bad sep": {data: `{"tenants": [{"tenant": "alice", "sha256": "` + digest + `", "egress_hosts": ["a,b"]}]}`, err: "egress_hosts"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := Parse([]byte(tc.data))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Parse = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _ := f.Lookup("alice")
+			if got := e.Tenant.Egress.List(); !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("egress hosts %#v, want %#v", got, tc.want)
+			}
+			again, err := Parse(f.Marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e2, _ := again.Lookup("alice"); e2 != e {
+				t.Errorf("after a rewrite %+v, want %+v", e2, e)
+			}
+		})
 	}
 }

@@ -25,6 +25,49 @@ type Tenant struct {
 	// then all it may do. See Rights.
 	Scoped  bool
 	Granted Rights
+	// Egress, when set, narrows the egress allowlist of every profile
+	// this tenant runs to its host patterns; it can never widen it: a
+	// pattern outside a profile's rules fails the run.
+	Egress Narrowing
+}
+
+// Narrowing is a tenant's subset of its profiles' egress hosts. It is a
+// comparable value (Tenant stays comparable): the patterns are kept
+// comma-joined.
+type Narrowing struct {
+	// Set: the tenant is narrowed (to nothing, if Hosts is empty).
+	Set   bool
+	Hosts string
+}
+
+// NewNarrowing narrows to hosts; nil means not narrowed.
+func NewNarrowing(hosts []string) Narrowing {
+	if hosts == nil {
+		return Narrowing{}
+	}
+	return Narrowing{Set: true, Hosts: strings.Join(hosts, ",")}
+}
+
+// List returns the host patterns, or nil when not narrowed.
+func (n Narrowing) List() []string {
+	if !n.Set {
+		return nil
+	}
+	if n.Hosts == "" {
+		return []string{}
+	}
+	return strings.Split(n.Hosts, ",")
+}
+
+// checkEgressHosts refuses patterns no egress rule could hold. The full
+// check (inside the profile's rules) is the policy's, at run time.
+func checkEgressHosts(hosts []string) error {
+	for _, h := range hosts {
+		if h == "" || strings.Trim(h, "abcdefghijklmnopqrstuvwxyz0123456789.-*") != "" {
+			return fmt.Errorf("egress_hosts: %q is not a lower-case host name or *.suffix", h)
+		}
+	}
+	return nil
 }
 
 // Quota overrides the server's per-tenant limits. Every field is
