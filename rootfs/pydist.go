@@ -49,7 +49,7 @@ func PythonDistributions(root string) (map[string]string, error) {
 				default:
 					continue
 				}
-				n, v, err := readDistMetadata(meta)
+				n, v, err := ReadDistMetadata(meta)
 				if err != nil {
 					return nil, err
 				}
@@ -62,11 +62,12 @@ func PythonDistributions(root string) (map[string]string, error) {
 	return out, nil
 }
 
-// readDistMetadata reads the Name and Version headers of a core-metadata
+// ReadDistMetadata reads the Name and Version headers of a core-metadata
 // file (RFC 822 style; the headers end at the first blank line). A
 // missing file yields an empty name: pip leaves such directories behind.
-func readDistMetadata(p string) (name, version string, err error) {
-	f, err := os.Open(p)
+// It opens p without following a symlink at its last component.
+func ReadDistMetadata(p string) (name, version string, err error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", "", nil
 	}
