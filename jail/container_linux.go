@@ -234,6 +234,21 @@ func (j *Jail) bootRunner(ctx context.Context, inst *instance, w *os.File, boot 
 	return nil
 }
 
+// bootCPUSeconds is the CPU time a container's runner may spend booting
+// (runc's init, the interpreter, the preload) on top of the code's limit.
+// RLIMIT_CPU counts from the process's start, while the code's limit counts
+// from the code: without this room a slow boot (seconds under emulation)
+// came out of the code's CPU time and the kernel killed a busy loop before
+// its wall-clock limit, a SIGKILL no verdict explained. The boot is also
+// bounded by its own wall-clock deadline (bootTimeout).
+const bootCPUSeconds = 60
+
+// codeCPUSeconds is the whole seconds of CPU time the code of a run with
+// this timeout may use (policy.Limits.EffectiveCPUTime, rounded up).
+func codeCPUSeconds(lim policy.Limits, timeout time.Duration) uint64 {
+	return uint64(math.Ceil(lim.EffectiveCPUTime(timeout).Seconds()))
+}
+
 // bootMessage is a container runner's Boot.
 func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot {
 	prof := spec.profile
@@ -248,6 +263,7 @@ func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot 
 		Landlock:          j.landlockWanted(),
 		EgressPort:        egressPort(prof),
 		Policy:            policy.PythonPolicyForProfile(prof),
+		CPUSeconds:        codeCPUSeconds(prof.Limits, spec.timeout),
 	}
 	if spec.workspace != "" && prof.Workspace {
 		boot.Workspace = record.WorkspaceMount
@@ -302,14 +318,16 @@ func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 	lim := s.profile.Limits
 	ids := j.cfg.Policy.IDMap
 	table := j.cfg.Rootfs.Mounts(j.mountSpec(s.profile, s.workspace))
-	cpuTime := uint64(math.Ceil(lim.EffectiveCPUTime(s.timeout).Seconds()))
+	cpuTime := codeCPUSeconds(lim, s.timeout) + bootCPUSeconds
 	cg := j.cgroupConfig(id, s.profile, s.memory)
 	rlimits := []configs.Rlimit{
 		{Type: unix.RLIMIT_NOFILE, Hard: lim.OpenFiles, Soft: lim.OpenFiles},
 		{Type: unix.RLIMIT_FSIZE, Hard: uint64(lim.FileSizeBytes), Soft: uint64(lim.FileSizeBytes)},
 		{Type: unix.RLIMIT_CORE, Hard: 0, Soft: 0},
 		// The soft limit sends SIGXCPU; the hard one a second later
-		// SIGKILL, which also reaches a pid-namespace init.
+		// SIGKILL, which also reaches a pid-namespace init. This one
+		// bounds the boot as well: the runner lowers it to the code's own
+		// limit right before the code runs (Boot.CPUSeconds).
 		{Type: unix.RLIMIT_CPU, Hard: cpuTime + 1, Soft: cpuTime},
 		// RLIMIT_AS is deliberately absent: it would bind runc's init
 		// too; the runner sets it on itself (Boot.AddressSpaceBytes).

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -165,33 +164,6 @@ func (m *idmapper) usernsFor(o owner) (*os.File, error) {
 		return nil, err
 	}
 	m.userns[o] = f
-	return f, nil
-}
-
-// newUserns makes a user namespace mapping o's uid and gid (inside) onto
-// sandbox (outside) and returns its nsfs file. The namespace needs a
-// process only while it is opened: the child is put under PTRACE_TRACEME,
-// so it stops at its execve and never runs, and is killed right after.
-func newUserns(o owner, sandbox uint32) (*os.File, error) {
-	proc, err := os.StartProcess("/proc/self/exe", []string{"pyjail-userns"}, &os.ProcAttr{
-		Sys: &syscall.SysProcAttr{
-			Cloneflags:  unix.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: int(o.uid), HostID: int(sandbox), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: int(o.gid), HostID: int(sandbox), Size: 1}},
-			Ptrace:      true,
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("making the user namespace of an idmapped workspace mount: %w", err)
-	}
-	defer func() {
-		_ = proc.Kill()
-		_, _ = proc.Wait()
-	}()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", proc.Pid))
-	if err != nil {
-		return nil, fmt.Errorf("opening the user namespace of an idmapped workspace mount: %w", err)
-	}
 	return f, nil
 }
 

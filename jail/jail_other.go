@@ -88,3 +88,15 @@ func (*Pool) EndSessions(record.Profile, string, record.SessionReason) int { ret
 
 // Sessions lists none.
 func (*Pool) Sessions(string) []record.SessionInfo { return nil }
+
+// Sweep returns ErrUnsupported: there are no jails to sweep.
+func Sweep(context.Context, policy.Config, *slog.Logger) error { return ErrUnsupported }
+
+// ServerFilter is what LoadServerFilter loaded; nothing on this platform.
+type ServerFilter struct {
+	Denied  int
+	Unknown []string
+}
+
+// LoadServerFilter returns ErrUnsupported.
+func LoadServerFilter() (ServerFilter, error) { return ServerFilter{}, ErrUnsupported }

@@ -5,6 +5,7 @@ package jail
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -345,7 +346,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 		}
 	}
 	for len(t.live) >= t.cfg.MaxTotal {
-		if !evict(func(*session) bool { return true }) {
+		if !t.evictOverShareLocked(evict, func(*session) int64 { return 1 }, int64(t.cfg.MaxTotal), owner) {
 			return fail(fmt.Errorf("%w: %d sessions are live and all are busy; the server's limit is %d", ErrSessionLimit, len(t.live), t.cfg.MaxTotal))
 		}
 	}
@@ -355,7 +356,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 			need = sessionFirstBytes
 		}
 		for t.bytes.Load()+pools+need > budget {
-			if !evict(func(*session) bool { return true }) {
+			if !t.evictOverShareLocked(evict, func(s *session) int64 { return s.bytes }, budget-pools, owner) {
 				return fail(fmt.Errorf("%w: the memory budget of %s for sessions and warm jails is taken, by busy sessions and the warm pools",
 					ErrSessionLimit, policy.FormatBytes(budget)))
 			}
@@ -370,6 +371,48 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 	s.lastUsed = s.created
 	t.live[k] = s
 	return s, state, victims, nil
+}
+
+// evictOverShareLocked evicts, through evict, one idle session for the
+// server's limits so that one tenant's flood of sessions evicts its own,
+// not another's idle one (issue 21): capacity (sessions, or bytes) is split
+// evenly between the owners holding sessions and incoming, the owner about
+// to open one. The least recently used idle session of the owners holding
+// more than that share goes first; when every one of theirs is busy, the
+// owners are tried from the heaviest down. Between owners of equal share
+// this is the plain least-recently-used order. It reports whether one was
+// evicted.
+func (t *sessionTable) evictOverShareLocked(evict func(func(*session) bool) bool, weight func(*session) int64, capacity int64, incoming string) bool {
+	held := map[string]int64{}
+	for _, s := range t.live {
+		held[s.owner] += weight(s)
+	}
+	owners := len(held)
+	if _, ok := held[incoming]; !ok && incoming != "" {
+		owners++
+	}
+	if owners > 0 {
+		share := capacity / int64(owners)
+		if evict(func(s *session) bool { return held[s.owner] > share }) {
+			return true
+		}
+	}
+	heaviest := make([]string, 0, len(held))
+	for o := range held {
+		heaviest = append(heaviest, o)
+	}
+	slices.SortFunc(heaviest, func(a, b string) int {
+		if c := cmp.Compare(held[b], held[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, o := range heaviest {
+		if evict(func(s *session) bool { return s.owner == o }) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *sessionTable) countLocked(match func(*session) bool) int {
@@ -891,8 +934,9 @@ func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.Sessi
 	return n
 }
 
-// enforceBudget evicts the least recently used idle sessions while the
-// sessions and the warm pools hold more than the shared budget.
+// enforceBudget evicts idle sessions while the sessions and the warm
+// pools hold more than the shared budget: the least recently used of the
+// tenants holding more than their share first (evictOverShareLocked).
 func (t *sessionTable) enforceBudget() {
 	budget := t.cfg.MemoryBudgetBytes
 	if budget <= 0 {
@@ -901,10 +945,10 @@ func (t *sessionTable) enforceBudget() {
 	pools := t.p.poolBytes()
 	t.mu.Lock()
 	var victims []*session
-	for t.bytes.Load()+pools > budget {
+	evict := func(pick func(*session) bool) bool {
 		var lru *session
 		for _, s := range t.live {
-			if s.inst != nil && (lru == nil || s.lastUsed.Before(lru.lastUsed)) && s.tryAcquire() {
+			if s.inst != nil && pick(s) && (lru == nil || s.lastUsed.Before(lru.lastUsed)) && s.tryAcquire() {
 				if lru != nil {
 					lru.release()
 				}
@@ -912,10 +956,16 @@ func (t *sessionTable) enforceBudget() {
 			}
 		}
 		if lru == nil {
-			break
+			return false
 		}
 		t.retireLocked(lru, record.ReasonEvicted)
 		victims = append(victims, lru)
+		return true
+	}
+	for t.bytes.Load()+pools > budget {
+		if !t.evictOverShareLocked(evict, func(s *session) int64 { return s.bytes }, budget-pools, "") {
+			break
+		}
 	}
 	t.mu.Unlock()
 	t.bury(victims)

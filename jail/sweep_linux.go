@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +16,9 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
+
+	"github.com/pyjail/pyjail/jail/rootless"
+	"github.com/pyjail/pyjail/policy"
 )
 
 // ownerPID extracts the owner process from a container ID "pj-<pid>-<hex>".
@@ -47,10 +52,34 @@ func orphaned(id string) bool {
 // sweep removes containers and cgroups that a crashed pyjail left behind:
 // it kills their processes, destroys them and removes their state.
 func (j *Jail) sweep(ctx context.Context) error {
+	return sweepLeftovers(ctx, j.containersDir, j.cfg.Policy.CgroupParent, j.log)
+}
+
+// Sweep is the startup sweep of New without a server: it removes the
+// containers, state and cgroups of pyjail processes that are gone, under
+// cfg's state dir and cgroup parent, and leaves those of live ones alone.
+// `pyjail sweep` runs it, as the root unit's ExecStopPost=, so that a
+// killed server's leftovers go when it stops, not at the next start.
+func Sweep(ctx context.Context, cfg policy.Config, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := rootless.Adapt(&cfg); err != nil {
+		return err
+	}
+	dir := filepath.Join(cfg.StateDir, "containers")
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		// No server ever ran with this state dir: only cgroups to check.
+		return sweepCgroups(cfg.CgroupParent)
+	}
+	return sweepLeftovers(ctx, dir, cfg.CgroupParent, log)
+}
+
+func sweepLeftovers(ctx context.Context, containersDir, cgroupParent string, log *slog.Logger) error {
 	var errs []error
-	entries, err := os.ReadDir(j.containersDir)
+	entries, err := os.ReadDir(containersDir)
 	if err != nil {
-		return fmt.Errorf("reading %q: %w", j.containersDir, err)
+		return fmt.Errorf("reading %q: %w", containersDir, err)
 	}
 	for _, e := range entries {
 		if ctx.Err() != nil {
@@ -60,28 +89,28 @@ func (j *Jail) sweep(ctx context.Context) error {
 		if !orphaned(id) {
 			continue
 		}
-		c, err := libcontainer.Load(j.containersDir, id)
+		c, err := libcontainer.Load(containersDir, id)
 		if err != nil {
 			// Crashed between Create and Run: no state.json yet.
-			errs = append(errs, removeAllLogged(filepath.Join(j.containersDir, id)))
+			errs = append(errs, removeAllLogged(filepath.Join(containersDir, id)))
 			continue
 		}
 		_ = c.Signal(unix.SIGKILL)
 		if err := c.Destroy(); err != nil {
 			errs = append(errs, fmt.Errorf("destroying leftover %q: %w", id, err))
 		}
-		j.log.Info("swept leftover jail", logKeyID, id)
+		log.Info("swept leftover jail", logKeyID, id)
 	}
-	errs = append(errs, j.sweepCgroups())
+	errs = append(errs, sweepCgroups(cgroupParent))
 	return errors.Join(errs...)
 }
 
 // sweepCgroups removes orphaned jail cgroups under the parent on every
 // hierarchy, killing what still runs in them.
-func (j *Jail) sweepCgroups() error {
+func sweepCgroups(cgroupParent string) error {
 	var errs []error
-	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", j.cfg.Policy.CgroupParent))
-	if p := filepath.Join("/sys/fs/cgroup", j.cfg.Policy.CgroupParent); isDir(p) {
+	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent))
+	if p := filepath.Join("/sys/fs/cgroup", cgroupParent); isDir(p) {
 		parents = append(parents, p)
 	}
 	// A jail frozen between calls (a session, a warm workspace jail)

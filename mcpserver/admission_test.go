@@ -101,3 +101,152 @@ func TestAdmissionBounds(t *testing.T) {
 		t.Errorf("status: %+v", st)
 	}
 }
+
+// TestAdmissionFairShare (issue 21, finding 1): tenant A floods the slots
+// while tenant B waits; the first slot that frees goes to B, ahead of
+// A's earlier waiters, and A never holds more than its share while B is
+// active.
+func TestAdmissionFairShare(t *testing.T) {
+	a := newAdmission(4, 64)
+	far := time.Now().Add(time.Minute)
+	var (
+		mu     sync.Mutex
+		order  []string
+		wg     sync.WaitGroup
+		rels   = make(chan func(), 16)
+		holdsA int
+	)
+	take := func(key string) {
+		wg.Go(func() {
+			rel, _, err := a.acquireFor(t.Context(), key, far)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, key)
+			mu.Unlock()
+			rels <- rel
+		})
+	}
+	// A alone: it may take every slot.
+	for range 8 {
+		take("A")
+	}
+	waitFor(t, "A to hold 4 and queue 4", func() bool { st := a.status(); return st.Running == 4 && st.Queued == 4 })
+	take("B")
+	waitFor(t, "B to queue", func() bool { return a.status().Queued == 5 })
+	// One of A's runs ends: the slot goes to B, not to A's first waiter.
+	(<-rels)()
+	waitFor(t, "B admitted", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 5
+	})
+	mu.Lock()
+	if got := order[4]; got != "B" {
+		t.Fatalf("the freed slot went to %s, want B (order %v)", got, order)
+	}
+	mu.Unlock()
+	// While B holds one and stays active, A gets back what frees up to
+	// its share: slots divided by the two tenants, or all but B's one.
+	for range 3 {
+		(<-rels)()
+	}
+	waitFor(t, "A's waiters to move up", func() bool { return a.status().Queued == 1 })
+	a.mu.Lock()
+	holdsA = a.running["A"]
+	a.mu.Unlock()
+	if holdsA != 3 {
+		t.Errorf("A holds %d slots next to B's one, want 3", holdsA)
+	}
+	for range 5 {
+		(<-rels)()
+	}
+	wg.Wait()
+	if st := a.status(); st.Running != 0 || st.Queued != 0 {
+		t.Errorf("status after all released: %+v", st)
+	}
+}
+
+// TestAdmissionKeepsSlotForActiveTenant: a tenant that was seen (its
+// session open) but holds nothing keeps one slot free: A's flood leaves
+// it, and B's first call starts at once.
+func TestAdmissionKeepsSlotForActiveTenant(t *testing.T) {
+	a := newAdmission(4, 64)
+	a.touch("B")
+	far := time.Now().Add(time.Minute)
+	var rels []func()
+	for range 3 {
+		rel, _, err := a.acquireFor(t.Context(), "A", far)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rels = append(rels, rel)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := a.acquireFor(ctx, "A", far); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("A's 4th run next to an active B: %v, want it kept waiting", err)
+	}
+	rel, waited, err := a.acquireFor(t.Context(), "B", far)
+	if err != nil || waited != 0 {
+		t.Fatalf("B's run: waited %v, %v; want at once", waited, err)
+	}
+	rel()
+	// B gone quiet past the window: A may take every slot again.
+	a.mu.Lock()
+	a.now = func() time.Time { return time.Now().Add(2 * activeWindow) }
+	a.mu.Unlock()
+	rel, waited, err = a.acquireFor(t.Context(), "A", far)
+	if err != nil || waited != 0 {
+		t.Fatalf("A's 4th run once B is idle: waited %v, %v; want at once", waited, err)
+	}
+	rel()
+	for _, r := range rels {
+		r()
+	}
+}
+
+// TestAdmissionQueuePushOut: a queue filled by one tenant makes room for
+// another's call by refusing the flooder's last waiter.
+func TestAdmissionQueuePushOut(t *testing.T) {
+	a := newAdmission(1, 3)
+	far := time.Now().Add(time.Minute)
+	rel, _, err := a.acquireFor(t.Context(), "A", far)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			r, _, err := a.acquireFor(t.Context(), "A", far)
+			if err == nil {
+				r()
+			}
+			errs <- err
+		}()
+		waitFor(t, "A's waiter to queue", func() bool { return a.status().Queued == i+1 })
+	}
+	got := make(chan error, 1)
+	go func() {
+		r, _, err := a.acquireFor(t.Context(), "B", far)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	var full *queueFullError
+	if err := <-errs; !errors.As(err, &full) || !full.pushedOut || !strings.Contains(err.Error(), "another tenant") {
+		t.Fatalf("A's last waiter: %v, want pushed out of the full queue", err)
+	}
+	rel()
+	if err := <-got; err != nil {
+		t.Fatalf("B's call: %v", err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

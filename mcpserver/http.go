@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,10 @@ type HTTPConfig struct {
 	// judged by it, the Protected Resource Metadata is served, and every
 	// 401 points to it (see httpauth.go).
 	SignIn *signin.Authority
+	// StreamRecheck is how often an open event stream's token is checked
+	// against the tokens file (default 2 s): a removed or rotated token
+	// ends its streams within it.
+	StreamRecheck time.Duration
 }
 
 // HTTPEvents are the HTTP layer's counters; every method must be quick
@@ -67,7 +72,9 @@ const defaultSessionIdleTTL = 30 * time.Minute
 // (mcp-go's): sessions by Mcp-Session-Id, SSE for progress, DELETE to end
 // a session. Each request passes, in this order:
 //
-//  1. the Host and Origin check (DNS-rebinding protection);
+//  1. the Host and Origin check (DNS-rebinding protection); then, for a
+//     page of another origin, the CORS headers, and its preflight is
+//     answered here (see cors.go);
 //  2. authentication: a bearer token from Tokens or, with SignIn, an
 //     access token of the identity provider, or 401 (403 for a user
 //     this server takes no tenant for, 503 when the issuer cannot be
@@ -92,7 +99,11 @@ func (s *Server) HTTPHandler(cfg HTTPConfig) (*HTTPService, error) {
 	if cfg.SessionIdleTTL <= 0 {
 		cfg.SessionIdleTTL = defaultSessionIdleTTL
 	}
-	h := &HTTPService{s: s, cfg: cfg, reg: newSessionRegistry(cfg.Events)}
+	if cfg.StreamRecheck <= 0 {
+		cfg.StreamRecheck = streamRecheck
+	}
+	h := &HTTPService{s: s, cfg: cfg, reg: newSessionRegistry(cfg.Events), edge: newEdge(s.limits), streamRecheck: cfg.StreamRecheck}
+	s.edge = h.edge
 	s.sessions = h.reg
 	s.signIn = cfg.SignIn
 	h.mcp = server.NewStreamableHTTPServer(s.mcp,
@@ -118,6 +129,9 @@ type HTTPService struct {
 	cfg HTTPConfig
 	mcp *server.StreamableHTTPServer
 	reg *sessionRegistry
+	// edge bounds what tenants hold at the HTTP layer (edge.go).
+	edge          *edge
+	streamRecheck time.Duration
 }
 
 // ServeHTTP implements http.Handler.
@@ -126,17 +140,37 @@ func (h *HTTPService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	if h.cors(w, r) {
+		return
+	}
 	t, ok := h.authenticate(w, r)
 	if !ok {
 		return
 	}
 	r = r.WithContext(WithTenant(r.Context(), t))
+	// A tenant that talks to the server is active: it keeps a share of
+	// the slots free for its next call (admission.go).
+	h.s.admit.touch(t.Name)
+	h.s.validating.touch(t.Name)
 	if msg, code := h.checkStream(r, t); msg != "" {
 		http.Error(w, msg, code)
 		return
 	}
-	if r.Method == http.MethodPost {
-		if !h.screen(w, r) {
+	switch r.Method {
+	case http.MethodGet:
+		var stop func()
+		r, stop = h.watchStream(r, t)
+		defer stop()
+	case http.MethodPost:
+		release, ok := h.admitPOST(w, r, t)
+		if !ok {
+			return
+		}
+		defer release()
+		lift := h.bodyDeadline(w)
+		ok = h.screen(w, r)
+		lift()
+		if !ok {
 			return
 		}
 		if !h.checkScope(w, r, t) {
@@ -180,7 +214,7 @@ func (h *HTTPService) screen(w http.ResponseWriter, r *http.Request) bool {
 	_ = r.Body.Close()
 	switch {
 	case err != nil:
-		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		h.bodyError(w, err)
 		return false
 	case answer != nil:
 		w.Header().Set("Content-Type", "application/json")
@@ -206,11 +240,15 @@ func (h *HTTPService) checkHost(r *http.Request) string {
 		return fmt.Sprintf("forbidden: Host %q is not one of this server's names; the operator adds it with --allowed-hosts", r.Host)
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		host := o
-		if i := strings.Index(o, "://"); i >= 0 {
-			host = o[i+3:]
+		// An origin is scheme://host[:port] (RFC 6454): parsed as a URL,
+		// and one with userinfo, a path or no host is no origin at all
+		// ("http://localhost:80@evil.example" is evil.example's).
+		u, err := url.Parse(o)
+		if err != nil || u.User != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" ||
+			(u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Sprintf("forbidden: Origin %q is not an origin (scheme://host[:port]); the operator adds hosts with --allowed-hosts", o)
 		}
-		if !h.hostAllowed(host) {
+		if !h.hostAllowed(u.Host) {
 			return fmt.Sprintf("forbidden: Origin %q is not one of this server's names; the operator adds it with --allowed-hosts", o)
 		}
 	}
@@ -283,6 +321,19 @@ func (r *sessionRegistry) ResolveSessionIdManager(req *http.Request) server.Sess
 	}
 	t, _ := tenantFrom(req.Context())
 	return tenantSessions{r: r, tenant: t.Name}
+}
+
+// countOf is how many sessions tenant has open.
+func (r *sessionRegistry) countOf(tenant string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.sessions {
+		if s.tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *sessionRegistry) count() int {

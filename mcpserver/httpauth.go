@@ -178,6 +178,11 @@ func (h *HTTPService) refuseScope(w http.ResponseWriter, ref *signin.Refusal, wi
 	if ref.Status != http.StatusServiceUnavailable {
 		w.Header().Set("WWW-Authenticate", h.challenge(ref, withError, scope))
 	}
+	if ref.Status == http.StatusUnauthorized {
+		// An unauthenticated client keeps no idle connection open here
+		// (issue 21): it reconnects with its token.
+		w.Header().Set("Connection", "close")
+	}
 	if h.cfg.SignIn == nil && ref.Status == http.StatusUnauthorized {
 		msg = "401 Unauthorized: send Authorization: Bearer <token> with a token from the server's tokens file"
 	}

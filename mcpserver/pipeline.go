@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/mcpserver/validatepool"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/workspace/walk"
 )
@@ -40,10 +41,15 @@ import (
 //     that says the server has none;
 //  7. quota: a run counts against its tenant's runs per minute;
 //  8. admission: a run waits for its tenant's slots (concurrent_runs),
-//     then the server's (admission.go), within its own timeout;
+//     then the server's (admission.go), within its own timeout; a
+//     validation waits for a validation worker. The server's slots and
+//     workers are shared fairly among the active tenants (issue 21);
 //  9. lock: the tenant's workspace lock, shared or exclusive, across
 //     every replica sharing the data directory, within the run's timeout
 //     or maxLockWait;
+//  9b. bind: a workspace run of a tenant with a workspace quota has its
+//     workspace listed first, and measured again once it ran (quota.go):
+//     what it created past the quota is removed, verdict quota_exceeded;
 //  10. the tool's logic;
 //  11. errors: a refusal or an argument error becomes a tool error
 //     naming the tool, a workspace limit also counts as the tenant's
@@ -103,6 +109,9 @@ type toolSpec struct {
 	// profile: they are refused on an unsafe host, admitted to a slot,
 	// and their lock wait counts against their timeout.
 	profile record.Profile
+	// workers is set for the tools that take a validation worker: they
+	// wait for the tenant's fair share of them (admission step).
+	workers bool
 	logic   toolLogic
 }
 
@@ -234,6 +243,9 @@ func (s *Server) serveCall(ctx context.Context, spec *toolSpec, req mcp.CallTool
 		return res, err
 	}
 	defer unlock()
+	if err := s.bindWorkspace(ctx, c); err != nil {
+		return nil, err
+	}
 	res, err = spec.logic.serve(ctx, c, args)
 	return s.mapError(c, res, err)
 }
@@ -380,6 +392,9 @@ func (s *Server) countQuota(ctx context.Context, c *call) *mcp.CallToolResult {
 // restore. The wait counts against the call's timeout (deadline): a call
 // that cannot start in time is answered at its deadline, never later.
 func (s *Server) admitRun(ctx context.Context, c *call) (release func(), res *mcp.CallToolResult) {
+	if c.spec.workers {
+		return s.admitValidation(ctx, c)
+	}
 	if !c.spec.runsCode() {
 		c.deadline = time.Now().Add(maxLockWait)
 		return func() {}, nil
@@ -401,7 +416,7 @@ func (s *Server) admitRun(ctx context.Context, c *call) (release func(), res *mc
 		releases = append(releases, rel)
 		tenantWait = w
 	}
-	rel, waited, err := s.admit.acquire(ctx, c.deadline)
+	rel, waited, err := s.admit.acquireFor(ctx, t.name, c.deadline)
 	if res := s.admissionRefusal(ctx, c, err, nil); res != nil {
 		return release, res
 	}
@@ -411,6 +426,39 @@ func (s *Server) admitRun(ctx context.Context, c *call) (release func(), res *mc
 		return release, c.waitedOut(fmt.Sprintf("waited %s for a jail slot, the whole timeout of the call; the code did not run", formatWait(c.run.waited)))
 	}
 	return release, nil
+}
+
+// validationWait bounds a validation's wait for its share of the
+// workers: the pool's own queue timeout.
+const validationWait = validatepool.DefaultQueueTimeout
+
+// admitValidation is the admission step of a tool that takes a validation
+// worker: it waits for one in its tenant's fair share.
+func (s *Server) admitValidation(ctx context.Context, c *call) (func(), *mcp.CallToolResult) {
+	c.deadline = time.Now().Add(maxLockWait)
+	rel, _, err := s.validating.acquireFor(ctx, c.tenantKey(), time.Now().Add(validationWait))
+	var full *queueFullError
+	switch {
+	case err == nil:
+		return rel, nil
+	case errors.As(err, &full):
+		c.trace.Error = fmt.Sprintf("all %d validation workers are busy and %d more calls are waiting, the most the server queues; try again shortly", full.slots, full.queued)
+	case errors.Is(err, errQueueTimeout):
+		c.trace.Error = fmt.Sprintf("waited %s for one of %d validation workers, busy validating other calls; try again shortly", formatWait(validationWait), s.validating.slots)
+	default:
+		c.trace.Error = "cancelled while waiting for a validation worker"
+		return func() {}, ctxErr(ctx, c.tool())
+	}
+	return func() {}, c.toolErrorResult(c.trace.Error)
+}
+
+// tenantKey is the caller's tenant's name for fair shares; "" for the
+// local one.
+func (c *call) tenantKey() string {
+	if c.tenant != nil {
+		return c.tenant.name
+	}
+	return c.who.Name
 }
 
 // waitedOut is a run's answer when its waits took its whole timeout:

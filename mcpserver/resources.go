@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -162,7 +163,21 @@ type serverLimitsStatus struct {
 	// Validation is the worker pool (per-call CPU and wall-clock budget,
 	// memory, counters), when the validator reports it.
 	Validation *validatepool.Status `json:"validation,omitempty"`
-	Summary    map[string]string    `json:"summary"`
+	// HTTP is the HTTP edge's bounds (edge.go), over HTTP only.
+	HTTP    *httpLimitsStatus `json:"http,omitempty"`
+	Summary map[string]string `json:"summary"`
+}
+
+// httpLimitsStatus is the HTTP edge in sandbox://status: its limits, and
+// for operators what is held now.
+type httpLimitsStatus struct {
+	BodyBudget     int64       `json:"http_body_budget_bytes"`
+	TenantBody     int64       `json:"http_tenant_body_bytes"`
+	TenantRequests int         `json:"http_tenant_requests"`
+	TenantSessions int         `json:"http_tenant_sessions"`
+	BodyTimeout    string      `json:"http_body_timeout"`
+	IdleTimeout    string      `json:"http_idle_timeout"`
+	Now            *edgeStatus `json:"now,omitempty"`
 }
 
 // serverLimits renders the ceilings for sandbox://status.
@@ -187,6 +202,16 @@ func (s *Server) serverLimits() serverLimitsStatus {
 		"validation": fmt.Sprintf("each validate_json call runs in a worker process and stops at %s of CPU or %s of wall-clock time", cpu, wall),
 		"messages":   fmt.Sprintf("a message from the client may be up to %s, nested %d levels deep inside tool arguments", policy.FormatBytes(st.MessageBytes), st.DepthLimit),
 		"answers":    fmt.Sprintf("a tool result is at most %s (longer listings are summarised), any message at most %s", policy.FormatBytes(st.AnswerBytes), policy.FormatBytes(st.MaxMessageBytesOut)),
+	}
+	if e := s.edge; e != nil {
+		l := e.lim
+		st.HTTP = &httpLimitsStatus{
+			BodyBudget: l.HTTPBodyBudget, TenantBody: l.HTTPTenantBodyBytes,
+			TenantRequests: l.HTTPTenantRequests, TenantSessions: l.HTTPTenantSessions,
+			BodyTimeout: l.HTTPBodyTimeout.D().String(), IdleTimeout: l.HTTPIdleTimeout.D().String(),
+		}
+		st.Summary["http"] = fmt.Sprintf("a tenant may have %d MCP sessions open, %d requests in flight and %s of request bodies being read (the server %s); a body must arrive within %s, an idle connection is closed after %s",
+			l.HTTPTenantSessions, l.HTTPTenantRequests, policy.FormatBytes(l.HTTPTenantBodyBytes), policy.FormatBytes(l.HTTPBodyBudget), l.HTTPBodyTimeout.D(), l.HTTPIdleTimeout.D())
 	}
 	return st
 }
@@ -239,6 +264,9 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		// workspace as the jail does.
 		st.Workspace = record.WorkspaceMount
 		st.Snapshots.Dir = ""
+		if s.hasWorkspaceQuota(t) {
+			st.Tenant.WorkspaceQuotaMode = workspaceQuotaMode
+		}
 	}
 	allow := s.cfg.Policy.AllowDegraded
 	st.Isolation = isolationStatus{HostReport: s.cfg.Host, Missing: []string{}, Degraded: s.cfg.Host.Degraded(allow)}
@@ -253,6 +281,11 @@ func (s *Server) status(ctx context.Context) (any, error) {
 	}
 	st.ServerLimits = s.serverLimits()
 	st.Sessions = s.sessionsStatus(ctx, t.operator)
+	if t.name != "" && !t.operator {
+		// Nor in the isolation layers' details (the rootfs, the cgroup
+		// parent, the data directory): issue 21.
+		st.Isolation.Layers = scrubLayers(st.Isolation.Layers)
+	}
 	if !t.operator {
 		// Operator-only: the server's queue, warm pools and other tenants.
 		st.Queue = admissionStatus{Slots: queue.Slots, MaxQueued: queue.MaxQueued}
@@ -264,10 +297,30 @@ func (s *Server) status(ctx context.Context) (any, error) {
 		st.WarmPool = p.PoolStatus()
 	}
 	st.Tenants = s.tenantNames()
+	if st.ServerLimits.HTTP != nil {
+		now := s.edge.status()
+		st.ServerLimits.HTTP.Now = &now
+	}
 	if a := s.signIn; a != nil {
 		st.SignIn = &signInStatus{Resource: a.Resource(), Scopes: a.Scopes(), Issuers: a.Status()}
 	}
 	return st, nil
+}
+
+// hostPath matches an absolute path of two or more elements: a host path
+// in a layer's detail ("/dev" alone, the jail's, stays).
+var hostPath = regexp.MustCompile(`/[\w.@+-]+(/[\w.@+-]+)+/?`)
+
+// scrubLayers returns a copy of layers without host paths in their
+// details and fixes, for a tenant's view of the host.
+func scrubLayers(layers []policy.Layer) []policy.Layer {
+	out := make([]policy.Layer, len(layers))
+	for i, l := range layers {
+		l.Detail = hostPath.ReplaceAllString(l.Detail, "(a host path)")
+		l.Fix = hostPath.ReplaceAllString(l.Fix, "(a host path)")
+		out[i] = l
+	}
+	return out
 }
 
 // signInStatus is the sign-in of sandbox://status: no token, no key, no
@@ -285,6 +338,9 @@ type tenantStatus struct {
 	Quota    tokens.Quota `json:"quota"`
 	// Queue is the tenant's own cap on runs in flight, if it has one.
 	Queue *admissionStatus `json:"queue,omitempty"`
+	// WorkspaceQuotaMode says how workspace_bytes and workspace_files
+	// bind code, where the tenant has them (quota.go).
+	WorkspaceQuotaMode string `json:"workspace_quota_mode,omitempty"`
 	// Locking says whether the tenant's workspace lock and quota state
 	// hold across replicas sharing the data directory.
 	Locking string `json:"locking"`

@@ -45,6 +45,9 @@ type runCall struct {
 	waited    time.Duration
 	session   string
 	path      string
+	// before is the workspace as the bind step saw it, for a tenant
+	// with a workspace quota (quota.go); nil otherwise.
+	before *wsBefore
 }
 
 // traceArgs notes the run in the trace. From here on, results carry the
@@ -129,6 +132,9 @@ func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToo
 		return nil, errors.New("running code: the runner returned no result")
 	}
 	c.run.path = res.Start
+	if err := s.settleWorkspace(ctx, c, res); err != nil {
+		return nil, err
+	}
 	if c.run.session != "" {
 		res = callerSession(res, c.run.session)
 	}

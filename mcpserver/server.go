@@ -42,6 +42,7 @@ const (
 	logKeyErrorCode = "error_code"
 	logKeyTenant    = "tenant"
 	logKeySessions  = "sessions"
+	logKeyWorkspace = "workspace"
 )
 
 // stdioWorkers is how many tool calls the stdio transport serves at once,
@@ -154,6 +155,8 @@ type Server struct {
 	validator  JSONValidator
 	ownPool    *validatepool.Pool // the default Validator, which Close stops
 	limits     policy.ServerLimits
+	// edge is the HTTP transport's bounds, nil over stdio.
+	edge *edge
 	// local is the tenant of calls that carry none (stdio): Config's
 	// Workspace and SnapshotDir. tenants are the HTTP tenants opened so
 	// far, by name.
@@ -175,6 +178,10 @@ type Server struct {
 	// admit caps the executions in flight at Policy.MaxConcurrent and
 	// queues up to Policy.MaxQueued more; it is the one such limit.
 	admit *admission
+	// validating shares the validation workers fairly among tenants
+	// (issue 21): one tenant's burst of validate_json calls waits behind
+	// its own share, not in front of everyone's.
+	validating *admission
 
 	traces *traceRing
 
@@ -202,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.admit = newAdmission(cfg.Policy.MaxConcurrent, cfg.Policy.MaxQueued)
+	s.validating = newAdmission(cfg.Policy.Server.ValidationWorkers, 16*cfg.Policy.Server.ValidationWorkers)
 
 	if s.argSchemas, s.runOutput, err = compileToolSchemas(); err != nil {
 		return nil, err
@@ -234,6 +242,16 @@ func New(cfg Config) (*Server, error) {
 	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local()}
 	if cfg.Workspace != "" {
 		s.local.snapDir = cfg.SnapshotDir
+		// The lock `pyjail run --workspace` takes on the same directory
+		// (issue 27): a CLI run and this server's restore never overlap.
+		// A parent this server cannot write keeps the in-process lock;
+		// a restore there works in place anyway.
+		if lk, err := dirlock.Open(dirlock.WorkspaceLockFile(cfg.Workspace)); err == nil && lk.CrossProcess() {
+			s.local.lock = lk
+		} else {
+			s.log.Warn("the workspace has no cross-process lock: a `pyjail run --workspace` on it may overlap this server's restores",
+				logKeyWorkspace, cfg.Workspace, logKeyError, errors.Join(err, lockErr(lk)))
+		}
 	}
 	if err := s.openStores(s.local); err != nil {
 		return nil, err
@@ -367,4 +385,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// lockErr is why lk excludes no other process, or nil.
+func lockErr(lk *dirlock.Lock) error {
+	if lk == nil {
+		return nil
+	}
+	return lk.Err()
 }

@@ -106,6 +106,13 @@ func (s *Server) tenant(ctx context.Context) (*tenant, error) {
 			t.operator = id.Operator
 			t.setQuota(s.effectiveQuota(id.Quota))
 			t.setEgressHosts(id.Egress.List())
+			if t.ws != nil {
+				// A reload applies the workspace quotas at once, too
+				// (issue 21): the write tool checks the new shape.
+				if sh := s.tenantShape(t).WithDefaults(); sh != t.ws.Shape() {
+					t.ws.SetShape(sh)
+				}
+			}
 			s.tenantsMu.Unlock()
 			return t, nil
 		}
@@ -193,7 +200,9 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 	}
 	t.root = root
 	var err error
-	if t.lock, err = dirlock.Open(filepath.Join(root, lockFile)); err != nil {
+	// dirlock.WorkspaceLockFile(t.workspace) is root/lockFile: the file
+	// `pyjail run --workspace` locks too.
+	if t.lock, err = dirlock.Open(dirlock.WorkspaceLockFile(t.workspace)); err != nil {
 		return nil, err
 	}
 	if t.lock.CrossProcess() {

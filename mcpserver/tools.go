@@ -101,7 +101,7 @@ func (s *Server) tools() []toolSpec {
 			overwrites), right: run, logic: logic(s.closeSession)},
 		{Tool: newTool(toolValidateJSON, "Validate JSON",
 			"Validate JSON data against a registered schema (schema_name; see sandbox://schemas) or an inline JSON Schema (schema; drafts 4 to 2020-12). data may be a JSON value, a string holding JSON text, or {\"path\": \"file.json\"} for a workspace file. Returns valid and each error's instance location, keyword location and message. Invalid data is a normal result, not a tool error.",
-			readOnly), logic: logic(s.validateJSON)},
+			readOnly), workers: true, logic: logic(s.validateJSON)},
 		{Tool: newTool(toolValidateCSV, "Validate CSV",
 			"Validate CSV text (csv) or a workspace file (path, streamed) against a registered CSV schema (schema_name) or inline columns (name, type string|integer|number|boolean|date|datetime, required, nullable, unique, enum, pattern, min, max, min_length, max_length, format). Without either, checks structure only. Returns row and column counts and errors with row, column, code and message.",
 			readOnly), logic: logic(s.validateCSV)},

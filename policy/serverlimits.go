@@ -27,6 +27,26 @@ type ServerLimits struct {
 	// summarised to fit. The official MCP clients drop any message over
 	// 10 MiB, so it must stay below MaxAnswerBytes.
 	AnswerBytes int64 `json:"answer_bytes"`
+
+	// The HTTP edge (issue 21): what connections and requests may hold
+	// before any tool runs.
+	//
+	// HTTPBodyBudget caps the request body bytes being read and decoded
+	// at once, server-wide; a request past it gets 503 with Retry-After.
+	HTTPBodyBudget int64 `json:"http_body_budget_bytes"`
+	// HTTPTenantBodyBytes caps one tenant's share of it (429).
+	HTTPTenantBodyBytes int64 `json:"http_tenant_body_bytes"`
+	// HTTPTenantRequests caps one tenant's POSTs in flight (429); event
+	// streams (GET) do not count.
+	HTTPTenantRequests int `json:"http_tenant_requests"`
+	// HTTPTenantSessions caps one tenant's open MCP sessions (429).
+	HTTPTenantSessions int `json:"http_tenant_sessions"`
+	// HTTPBodyTimeout is how long a request's body may take to arrive;
+	// a slower one is dropped.
+	HTTPBodyTimeout Duration `json:"http_body_timeout"`
+	// HTTPIdleTimeout drops a keep-alive connection idle between
+	// requests this long.
+	HTTPIdleTimeout Duration `json:"http_idle_timeout"`
 }
 
 // MaxAnswerBytes is the ceiling of ServerLimits.AnswerBytes and the cap
@@ -36,7 +56,9 @@ const MaxAnswerBytes = 8 * MiB
 
 // DefaultServerLimits returns two validation workers with 1 s of CPU and
 // 2 s of wall-clock time per call and 512 MiB each, 64 MiB messages and
-// 4 MiB tool results.
+// 4 MiB tool results; at the HTTP edge 128 MiB of bodies at once (64 MiB
+// a tenant), 32 requests in flight and 32 sessions a tenant, 30 s for a
+// body and 60 s for an idle connection.
 func DefaultServerLimits() ServerLimits {
 	return ServerLimits{
 		ValidationWorkers:     2,
@@ -45,6 +67,12 @@ func DefaultServerLimits() ServerLimits {
 		ValidationMemoryBytes: 512 * MiB,
 		MessageBytes:          64 * MiB,
 		AnswerBytes:           4 * MiB,
+		HTTPBodyBudget:        128 * MiB,
+		HTTPTenantBodyBytes:   64 * MiB,
+		HTTPTenantRequests:    32,
+		HTTPTenantSessions:    32,
+		HTTPBodyTimeout:       Duration(30 * time.Second),
+		HTTPIdleTimeout:       Duration(60 * time.Second),
 	}
 }
 
@@ -68,6 +96,22 @@ func checkServerLimits(c Config) error {
 	}
 	if l.AnswerBytes < 64*KiB || l.AnswerBytes > MaxAnswerBytes {
 		errs = append(errs, fmt.Errorf("answer_bytes %d must be in [64 KiB, %s]: the official MCP clients drop messages over 10 MiB", l.AnswerBytes, FormatBytes(MaxAnswerBytes)))
+	}
+	if l.HTTPBodyBudget < l.MessageBytes || l.HTTPTenantBodyBytes < l.MessageBytes || l.HTTPTenantBodyBytes > l.HTTPBodyBudget {
+		errs = append(errs, fmt.Errorf("http_tenant_body_bytes %d must be at least message_bytes %d and at most http_body_budget_bytes %d, else no message of the largest size could ever be read",
+			l.HTTPTenantBodyBytes, l.MessageBytes, l.HTTPBodyBudget))
+	}
+	if l.HTTPTenantRequests < 1 || l.HTTPTenantRequests > 10_000 {
+		errs = append(errs, fmt.Errorf("http_tenant_requests %d must be in [1, 10000]", l.HTTPTenantRequests))
+	}
+	if l.HTTPTenantSessions < 1 || l.HTTPTenantSessions > 10_000 {
+		errs = append(errs, fmt.Errorf("http_tenant_sessions %d must be in [1, 10000]", l.HTTPTenantSessions))
+	}
+	if l.HTTPBodyTimeout.D() < time.Second || l.HTTPBodyTimeout.D() > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("http_body_timeout %v must be in [1s, 10m]", l.HTTPBodyTimeout.D()))
+	}
+	if l.HTTPIdleTimeout.D() < time.Second || l.HTTPIdleTimeout.D() > time.Hour {
+		errs = append(errs, fmt.Errorf("http_idle_timeout %v must be in [1s, 1h]", l.HTTPIdleTimeout.D()))
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,10 @@ const (
 	// VerdictNetworkLimit means the run passed an egress limit of its
 	// profile (connections, bytes in or bytes out) and was ended.
 	VerdictNetworkLimit Verdict = "network_limit"
+	// VerdictQuotaExceeded means the run's writes took the workspace past
+	// its tenant's quota (workspace_bytes, workspace_files): what the run
+	// created was removed again, and the message names the quota.
+	VerdictQuotaExceeded Verdict = "quota_exceeded"
 	// VerdictInternalError means the sandbox itself failed; the code may not
 	// have run at all.
 	VerdictInternalError Verdict = "internal_error"
@@ -35,7 +39,7 @@ const (
 func Verdicts() []Verdict {
 	return []Verdict{
 		VerdictOK, VerdictError, VerdictRejected, VerdictTimeout, VerdictCPULimit,
-		VerdictMemoryLimit, VerdictOutputLimit, VerdictNetworkLimit, VerdictInternalError,
+		VerdictMemoryLimit, VerdictOutputLimit, VerdictNetworkLimit, VerdictQuotaExceeded, VerdictInternalError,
 	}
 }
 

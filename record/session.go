@@ -106,7 +106,7 @@ func (r SessionReason) Describe() string {
 	case ReasonClosed:
 		return "it was closed"
 	case ReasonEvicted:
-		return "it was evicted to make room for other sessions"
+		return "it was evicted to make room when the server's sessions reached their limit or memory budget, from the tenant holding the most"
 	case ReasonServerRestart:
 		return "the sandbox server restarted"
 	case ReasonRestored:

@@ -75,3 +75,18 @@ func BenchmarkColdRootfs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProbeWorkspace measures one workspace probe: a user namespace
+// for the idmapping (made by a holder process, issue 27) and a throwaway
+// idmapped mount. Run by serve and doctor once, and once per new workspace
+// owner.
+func BenchmarkProbeWorkspace(b *testing.B) {
+	requireRoot(b)
+	cfg := policy.Default()
+	dir := b.TempDir()
+	for b.Loop() {
+		if l := jail.ProbeWorkspace(dir, cfg); !l.Active {
+			b.Fatalf("workspace probe: %s", l.Detail)
+		}
+	}
+}

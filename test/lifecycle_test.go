@@ -144,10 +144,9 @@ func TestKilledServerLeavesNoJail(t *testing.T) {
 	}
 	// Wait until the jail's runner runs: its container dir exists, and
 	// runc's init has become the runner (Python, as the sandbox user),
-	// which arms its parent-death signal first thing. Killed earlier,
-	// while runc's init still sets the jail up, the server leaves that
-	// init waiting until the next start sweeps it (or systemd, stopping
-	// the unit, kills it): seen in the VM, where that takes long.
+	// which arms its parent-death signal first thing. (Killed earlier,
+	// the server leaves nothing running either since issue 27:
+	// TestKilledServerAtEachStage.)
 	deadline := time.Now().Add(slow(20 * time.Second))
 	for !runnerRunning(e.cfg.IDMap.SandboxHostID()) {
 		if time.Now().After(deadline) {

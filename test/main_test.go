@@ -26,6 +26,20 @@ func TestMain(m *testing.M) {
 	if jail.IsInit(os.Args) {
 		jail.Init()
 	}
+	// Helpers of TestWorkspaceIdmappedUnderUnitFilter: a command under the
+	// systemd unit's system call filter, and a check that it is in force.
+	if len(os.Args) > 3 && os.Args[1] == denyExecArg {
+		err := denyExec(strings.Split(os.Args[2], ","), os.Args[3:])
+		fmt.Fprintf(os.Stderr, "%s: %v\n", denyExecArg, err)
+		os.Exit(1)
+	}
+	if len(os.Args) > 1 && os.Args[1] == ptraceProbeArg {
+		if !ptraceDenied() {
+			fmt.Fprintln(os.Stderr, "ptrace(2) is not refused with EPERM")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("PYJAIL_TEST_ROOTLESS") == "1" {
 		// The VM's rootless pass (test/vm): the tests run as an
 		// unprivileged user and start again in a user namespace, as

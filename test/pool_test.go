@@ -211,3 +211,34 @@ func TestPoolRespectsMemoryBudget(t *testing.T) {
 		t.Fatal(describe(res))
 	}
 }
+
+// TestPoolCPULimitCountsTheCode: a warm jail that preloaded the
+// scientific stack (about a second of CPU time here, many under
+// emulation) still gives its code the whole CPU-time limit. RLIMIT_CPU
+// counts from the process's start; the runner lowers it to the code's
+// limit right before the code runs (Boot.CPUSeconds), and the container
+// starts with room for the boot. Before, the boot came out of the code's
+// limit: a busy loop was killed by SIGKILL before its wall-clock limit with
+// verdict error (the cgroup v2 VM), and here code that needs 0.7 s of a
+// 2 s limit was cut short.
+func TestPoolCPULimitCountsTheCode(t *testing.T) {
+	e := sharedEnv(t)
+	cfg := withWarm(e.cfg, policy.Warm{Size: 1, Preload: []string{"numpy", "pandas", "scipy", "sympy"}, Refill: 1}, record.ProfileFull)
+	prof := cfg.Profiles[record.ProfileFull]
+	prof.Limits.CPUTime = policy.Duration(2 * time.Second)
+	cfg.Profiles[record.ProfileFull] = prof
+	p := openPool(t, e, cfg)
+	burn := "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\nround(time.process_time() - t, 1)"
+	res := poolRun(t, p, burn)
+	wantValue(t, res, "1.5")
+	if !res.Warm {
+		t.Errorf("the run did not take the warm jail\n%s", describe(res))
+	}
+	res = poolRun(t, p, "while True:\n    pass")
+	if res.Verdict != record.VerdictCPULimit {
+		t.Errorf("a busy loop: verdict %s, want cpu_limit\n%s", res.Verdict, describe(res))
+	}
+	if res.CPUMS < 2000 {
+		t.Errorf("killed after %d ms of CPU time, the limit is 2 s", res.CPUMS)
+	}
+}

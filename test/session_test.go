@@ -588,6 +588,54 @@ func TestSessionEvictionUnderBudget(t *testing.T) {
 	}
 }
 
+// TestSessionEvictionFairShare (issue 21, finding 6): tenant B keeps an
+// idle session; tenant A opens sessions of 48 MB past the memory budget.
+// A's own least recently used session is evicted, not B's older one.
+func TestSessionEvictionFairShare(t *testing.T) {
+	calcOnly := func(c *policy.Config) {
+		for _, name := range []record.Profile{record.ProfileWorkspace, record.ProfileFull} {
+			prof := c.Profiles[name]
+			prof.Warm = policy.Warm{}
+			c.Profiles[name] = prof
+		}
+	}
+	const grow = "import numpy as np\nblock = np.ones(6_000_000)\nint(block.sum())" // 48 MB
+	var server, session int64
+	t.Run("measure", func(t *testing.T) {
+		p, _ := newSessionPool(t, calcOnly)
+		key := sessionKey(t, "measure")
+		wantValue(t, runIn(t, p, sessionCall{key: key, code: grow}), "6000000")
+		session = waitFrozen(t, p, key).MemoryBytes
+		st := p.PoolStatus().(map[record.Profile]jail.ProfileStatus)[record.ProfileCalc]
+		server = st.ForkServer.MemoryBytes + st.IdleBytes
+	})
+	if server == 0 || session < 48<<20 {
+		t.Fatalf("measured a fork server of %d bytes and a session of %d bytes", server, session)
+	}
+	// Room for the server, B's small session and two of A's, not three.
+	budget := max(server+3*session-8<<20, 96<<20)
+	p, _ := newSessionPool(t, func(c *policy.Config) {
+		calcOnly(c)
+		c.Sessions.MemoryBudgetBytes = budget
+	})
+	b := sessionKey(t, "b")
+	wantValue(t, runIn(t, p, sessionCall{key: b, code: "x = 41\nx + 1"}), "42")
+	waitFrozen(t, p, b)
+	owner, _, _ := strings.Cut(sessionKey(t, "a"), "/")
+	var as []string
+	for i := range 3 {
+		a := owner + "/a" + strconv.Itoa(i)
+		as = append(as, a)
+		wantValue(t, runIn(t, p, sessionCall{key: a, code: grow}), "6000000")
+		waitFrozen(t, p, a)
+	}
+	if got := p.Sessions(as[0]); len(got) != 0 {
+		t.Errorf("A's oldest session outlived A's flood past the budget")
+	}
+	wantState(t, runIn(t, p, sessionCall{key: b, code: "x"}), record.SessionPreserved, "", 2, "")
+	wantState(t, runIn(t, p, sessionCall{key: as[0], code: "1"}), record.SessionLost, record.ReasonEvicted, 1, "")
+}
+
 // TestSessionFrozenUsesNoCPU: between calls a session's jail is frozen: a
 // thread that ticks every 10 ms uses no CPU over 10 s (the cgroup's
 // counter does not move), and once thawed the session answers.

@@ -60,6 +60,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		rep.Layers = append(rep.Layers, subIDLayer(cfg.IDMap))
 	}
+	// The server's own filter, loaded into doctor as serve loads it, so
+	// that the workspace probe and --start-jail below run under it too.
+	rep.Layers = append(rep.Layers, serverFilterLayer())
 	if os.Geteuid() == 0 {
 		rep.Layers = append(rep.Layers, jail.ProbeWorkspace(*workspace, cfg))
 	}
@@ -105,6 +108,31 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// serverFilterLayer loads policy.ServerDeny into this process, as every
+// command that builds jails does (loadServerFilter), and reports it.
+func serverFilterLayer() policy.Layer {
+	l := policy.Layer{
+		Name: "server_filter", Required: true,
+		Fix: "run as root, or rootless with the user's id maps written (pyjail starts itself in a user namespace); " +
+			"the kernel needs seccomp with TSYNC (Linux ≥ 3.17)",
+	}
+	if os.Geteuid() != 0 {
+		l.Detail = "not root: the server loads its filter once it runs as root (rootless: in its own user namespace)"
+		return l
+	}
+	sf, err := jail.LoadServerFilter()
+	if err != nil {
+		l.Detail = err.Error()
+		return l
+	}
+	l.Active = true
+	l.Detail = fmt.Sprintf("%d system calls denied (EPERM) to the server and everything it starts, jails before their own filter (policy.ServerDeny: ptrace, kexec, modules, clocks, io_uring, userfaultfd, ...); other ABIs killed", sf.Denied)
+	if len(sf.Unknown) > 0 {
+		l.Detail += fmt.Sprintf("; unknown to this libseccomp and skipped: %s", strings.Join(sf.Unknown, ", "))
+	}
+	return l
 }
 
 // subIDLayer warns when the jail's host uid range overlaps a range that

@@ -32,6 +32,7 @@ Usage:
   pyjail run    [--profile calc|workspace|full] [--workspace DIR] [--timeout S] [--memory MiB] [--json] (-c CODE | FILE | -)
   pyjail doctor [--config FILE] [--rootfs DIR] [--json]
   pyjail rootfs build|verify|info [--dir DIR]
+  pyjail sweep  [--config FILE]
   pyjail token  add|list|remove [--tokens FILE] [NAME]
   pyjail bench  [flags]
   pyjail version
@@ -49,8 +50,21 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if len(os.Args) > 1 && servesJails[os.Args[1]] {
+		// Root now (host root, or rootless in a user namespace whose id
+		// maps are written): the server's own deny filter, before any
+		// jail is built, so every jail inherits it too (policy.ServerDeny).
+		if _, err := jail.LoadServerFilter(); err != nil {
+			fmt.Fprintf(os.Stderr, "pyjail %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// servesJails are the commands that load the server's seccomp filter
+// first thing (doctor loads and reports it as its server_filter layer).
+var servesJails = map[string]bool{"serve": true, "run": true, "bench": true}
 
 // needsJails are the commands that build jails, and so run rootless when
 // started by a user other than root.
@@ -85,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "token":
 		return cmdToken(rest, stdout, stderr)
+	case "sweep":
+		return cmdSweep(ctx, rest, stdout, stderr)
 	case validatepool.WorkerArg:
 		// Hidden: the server re-executes itself as a JSON Schema
 		// validation worker (see mcpserver/validatepool).

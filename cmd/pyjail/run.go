@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
+	"github.com/pyjail/pyjail/workspace/dirlock"
 )
 
 // Exit statuses of `pyjail run`.
@@ -72,6 +73,17 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		MemoryBytes: *memory * policy.MiB,
 		Workspace:   *workspace,
 	}
+	if *workspace != "" {
+		// The workspace lock a server's runs take, shared (issue 27): a
+		// server's snapshot restore, exclusive, waits for this run to
+		// end, and this run for a restore in progress.
+		unlock, err := lockWorkspace(ctx, *workspace)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyjail run: %v\n", err)
+			return exitInternal
+		}
+		defer unlock()
+	}
 	res, err := j.Run(ctx, req)
 	// The jail is torn down after the answer; wait for it before exiting.
 	j.Wait()
@@ -103,6 +115,23 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	default:
 		return exitNotOK
 	}
+}
+
+// lockWorkspace takes the shared workspace lock of dir
+// (dirlock.WorkspaceLockFile), waiting while a restore holds it. Where the
+// lock file cannot be made (a parent the caller cannot write) or locked
+// (a filesystem without OFD locks), the run goes ahead unlocked, as a
+// server there has no cross-process lock either.
+func lockWorkspace(ctx context.Context, dir string) (func(), error) {
+	lk, err := dirlock.Open(dirlock.WorkspaceLockFile(dir))
+	if err != nil || !lk.CrossProcess() {
+		return func() {}, nil
+	}
+	unlock, err := lk.RLock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the lock of workspace %q: %w", dir, err)
+	}
+	return unlock, nil
 }
 
 // readSource takes the code from -c, a file argument, or "-" for stdin.

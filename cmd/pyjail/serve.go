@@ -462,7 +462,11 @@ func (sv *serving) listen(svc *mcpserver.HTTPService, ready *mcpserver.Readiness
 		mux.Handle(p, svc.Metadata())
 	}
 	l := &listeners{errc: make(chan error, 2)}
-	l.main = &http.Server{Addr: f.http, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would cut the event streams of
+	// long runs. A body's own deadline is the handler's
+	// (http_body_timeout); an idle keep-alive connection is dropped after
+	// http_idle_timeout (issue 21).
+	l.main = &http.Server{Addr: f.http, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: sv.cfg.Server.HTTPIdleTimeout.D()}
 	lis, err := net.Listen("tcp", f.http)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", f.http, err)

@@ -84,6 +84,9 @@ def prepare(boot):
         # compiling the code after this comes out of the headroom, which is
         # twice the memory limit.
         p["address_space_limit"] = _address_space_size() + headroom
+    cpu = boot.get("cpu_seconds") or 0
+    if cpu:
+        p["cpu_seconds"] = cpu
     return p
 
 
@@ -131,13 +134,16 @@ def user_globals(prepared):
 
 
 def arm(prepared):
-    """Right before the first user code: the address-space limit and the
-    fence's user phase, both for good (the limit is set once; the phase is
-    never left)."""
+    """Right before the first user code: the address-space and CPU-time
+    limits and the fence's user phase, all for good (the limits are set
+    once; the phase is never left)."""
     limit = prepared.pop("address_space_limit", None)
     if limit:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cpu = prepared.pop("cpu_seconds", None)
+    if cpu:
+        _limit_cpu(cpu)
     if fence.restricted():
         fence.enter_user_phase()
 
@@ -189,6 +195,23 @@ def type_name(e):
     # A metaclass could answer __name__ with its own property; read the
     # type's slot directly and make it an exact str.
     return "".join((type.__dict__["__name__"].__get__(type(e), type),))
+
+
+def _limit_cpu(seconds):
+    """RLIMIT_CPU counts the process's CPU time from its start, boot and
+    preload included; the code's limit counts from here. The new limits
+    stay within the hard limit the container started with (lowering a hard
+    limit needs no privilege; raising one would, and is never tried)."""
+    import math
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(ru.ru_utime + ru.ru_stime) + seconds
+    hard = soft + 1
+    _, cur = resource.getrlimit(resource.RLIMIT_CPU)
+    if cur != resource.RLIM_INFINITY:
+        hard = min(hard, cur)
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
 def _address_space_size():

@@ -201,8 +201,40 @@ def enter_user_phase():
     __del__ of the user's that runs late must not find it off."""
     if not _S.hooked:
         sys.addaudithook(_hook)
+        _fence_threads()
         _S.hooked = True
     _S.user = True
+
+
+def _fence_threads():
+    """Python (before 3.13) raises no audit event when a thread starts, so
+    the import deny-list of threading, _thread, concurrent and asyncio
+    leaves the stdlib modules that start threads for their caller
+    (logging.handlers.QueueListener; issue 21). The thread primitive
+    itself refuses once user code runs: in _thread, and in threading's
+    copy of it if threading is loaded already (logging imports it). User
+    code reaches neither module's private names to put the original back.
+    Libraries keep their own threads (matplotlib's font cache timer): a
+    start is refused when, past the stdlib's thread helpers, the code that
+    asked for it is the user's."""
+    import _thread
+
+    def guard(name, orig):
+        def refused(*args, **kwargs):
+            if _S.user and _thread_for_user():
+                raise PermissionError(_rule_msg("PJ011", event="_thread." + name))
+            return orig(*args, **kwargs)
+        return refused
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        orig = getattr(_thread, name, None)
+        if orig is not None:
+            setattr(_thread, name, guard(name, orig))
+    th = sys.modules.get("threading")
+    if th is not None:
+        for attr, name in (("_start_new_thread", "start_new_thread"), ("_start_joinable_thread", "start_joinable_thread")):
+            if getattr(th, attr, None) is not None:
+                setattr(th, attr, getattr(_thread, name))
 
 
 # -------------------------------------------------------------- policy ---
@@ -1038,6 +1070,32 @@ def _hook(event, args):
                     _hook_path(f, args[i], write)
         finally:
             _S.checking -= 1
+
+
+# The stdlib modules that start threads on their caller's behalf: a
+# thread start is the caller's of these (issue 21).
+_THREAD_HELPERS = ("/threading.py", "/logging/", "/concurrent/futures/", "/asyncio/",
+                   "/multiprocessing/", "/queue.py", "/socketserver.py", "/sched.py")
+
+
+def _thread_for_user():
+    """Does the thread being started serve the user's code: is the first
+    frame outside the fence and the stdlib's thread helpers the user's?"""
+    _S.checking += 1
+    try:
+        try:
+            f = sys._getframe(2)
+        except ValueError:
+            return False
+        while f is not None:
+            name = f.f_code.co_filename
+            if name == __file__ or (name.startswith("/usr/lib/python3") and any(h in name for h in _THREAD_HELPERS)):
+                f = f.f_back
+                continue
+            return not name.startswith(_S.trusted)
+        return False
+    finally:
+        _S.checking -= 1
 
 
 def _hook_untrusted_caller():

@@ -91,6 +91,12 @@ type Boot struct {
 	// Landlock asks the runner to restrict itself with Landlock when the
 	// kernel supports it.
 	Landlock bool `json:"landlock"`
+	// CPUSeconds, when set, is the code's CPU-time limit: right before
+	// the code runs, the runner sets RLIMIT_CPU to its CPU time so far
+	// plus this (soft, SIGXCPU) and a second more (hard, SIGKILL), within
+	// the hard limit its container started with. 0 leaves RLIMIT_CPU as it
+	// is (a fork server's children set theirs from ForkServer.Rlimits).
+	CPUSeconds uint64 `json:"cpu_seconds,omitempty"`
 	// EgressPort, in a profile with egress, is the one TCP port Landlock
 	// lets the code connect to: the gateway's on the jail's loopback
 	// (0: no TCP at all).

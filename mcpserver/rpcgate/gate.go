@@ -194,6 +194,15 @@ type envelope struct {
 	isResponse bool
 }
 
+// batchReason is the answer to a batch, in the transport's own terms:
+// over stdio a message is a line, over HTTP a request body (issue 27).
+func (g *Gate) batchReason() string {
+	if g.cfg.TransportSessions {
+		return "batches are not supported: send one JSON-RPC message per HTTP request"
+	}
+	return "batches are not supported: send one JSON-RPC message per line"
+}
+
 // readEnvelope checks the id, method and jsonrpc members.
 func readEnvelope(sc *scanner) envelope {
 	var e envelope
@@ -272,7 +281,7 @@ func (g *Gate) screen(msg []byte, sc *scanner) (forward, answer []byte) {
 	case sc.started && sc.topArray && json.Valid(msg):
 		// MCP (2025-06-18 on) has no batches; answering each element
 		// would need decoding it first.
-		return refuse(CodeInvalidRequest, "batches are not supported: send one JSON-RPC message per line")
+		return refuse(CodeInvalidRequest, g.batchReason())
 	case sc.started && sc.topArray:
 		return refuse(CodeParseError, "parse error: the message is not valid JSON")
 	case sc.started && len(msg) > 0 && msg[firstByte(msg)] != '{' && json.Valid(msg):

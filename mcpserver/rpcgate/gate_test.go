@@ -211,3 +211,26 @@ func TestClientResponses(t *testing.T) {
 		t.Errorf("a second answer: forward %s, answer %s", fwd, ans)
 	}
 }
+
+// TestBatchWording (issue 27): a batch is refused in the transport's own
+// terms, a line over stdio and a request over HTTP.
+func TestBatchWording(t *testing.T) {
+	for name, tc := range map[string]struct {
+		transportSessions bool
+		want, notWant     string
+	}{
+		"stdio": {false, "one JSON-RPC message per line", "HTTP"},
+		"http":  {true, "one JSON-RPC message per HTTP request", "per line"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := New(Config{TransportSessions: tc.transportSessions})
+			fwd, answer := g.Inbound([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`))
+			if fwd != nil {
+				t.Fatalf("a batch was forwarded: %s", fwd)
+			}
+			if got := string(answer); !strings.Contains(got, tc.want) || strings.Contains(got, tc.notWant) {
+				t.Errorf("answer %s: want %q, not %q", got, tc.want, tc.notWant)
+			}
+		})
+	}
+}

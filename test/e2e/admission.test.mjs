@@ -13,7 +13,12 @@ describe('admission', () => {
   before(async () => {
     srv = await startServer({ env: makeEnv({ max_concurrent: 2 }), noWarm: true });
   });
-  after(async () => srv?.close());
+  after(async () => {
+    if (!srv) return;
+    const how = await srv.shutdown();
+    assert.deepEqual(how.leftJails, [], 'jail processes left after shutdown');
+    assert.deepEqual(how.leftParents, [], 'cgroup parents left after shutdown');
+  });
 
   test('queued calls are answered by their own deadline', async () => {
     const calls = 8;

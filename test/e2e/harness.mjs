@@ -57,6 +57,7 @@ export function makeEnv(config = {}) {
   };
   const configPath = path.join(root, 'config.json');
   fs.writeFileSync(configPath, JSON.stringify(cfg, null, 2));
+  liveEnvs.add(cfg.cgroup_parent);
   return {
     root,
     workspace,
@@ -213,13 +214,55 @@ export function cleanupEnv(env) {
     try {
       fs.rmdirSync(dir); // cgroupfs: rmdir only, never unlink the files
     } catch {
-      /* busy or gone */
+      /* busy (a jail's last process still exiting) or gone: retried below */
     }
   };
-  for (const d of cgroupDirs(env.cgroupParent)) rmdirTree(d);
+  // The cgroup_parent directories themselves too (issue 27: they used to
+  // stay behind, empty): a cgroup is busy until its last process is
+  // reaped, so retry for a bounded time, then report what stayed.
+  for (let i = 0; i < 100 && cgroupDirs(env.cgroupParent).length > 0; i++) {
+    if (i > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    for (const d of cgroupDirs(env.cgroupParent)) rmdirTree(d);
+  }
   fs.rmSync(env.stateDir, { recursive: true, force: true });
   fs.rmSync(env.root, { recursive: true, force: true });
+  liveEnvs.delete(env.cgroupParent);
+  return cgroupDirs(env.cgroupParent);
 }
+
+/**
+ * The cgroup_parent of every env this process made and has not cleaned
+ * up. When the test file's process exits, any cgroup directory of them,
+ * or any other pyjail-e2e-<this pid>-* parent, still on the host fails
+ * the file: the leak check of cgroup parents (issue 27).
+ */
+const liveEnvs = new Set();
+process.on('exit', () => {
+  const base = '/sys/fs/cgroup';
+  const prefix = `pyjail-e2e-${process.pid}-`;
+  const left = [];
+  let hierarchies = [''];
+  if (!fs.existsSync(path.join(base, 'cgroup.controllers'))) {
+    try {
+      hierarchies = fs.readdirSync(base);
+    } catch {
+      hierarchies = [];
+    }
+  }
+  for (const h of hierarchies) {
+    let names = [];
+    try {
+      names = fs.readdirSync(path.join(base, h));
+    } catch {
+      continue;
+    }
+    for (const n of names) if (n.startsWith(prefix)) left.push(path.join(base, h, n));
+  }
+  if (left.length > 0) {
+    process.stderr.write(`pyjail e2e: cgroup parents left on the host by this test file (${liveEnvs.size} env(s) never cleaned up):\n  ${left.join('\n  ')}\n`);
+    process.exitCode = 1;
+  }
+});
 
 /**
  * Starts `pyjail serve` through the SDK's StdioClientTransport and connects
@@ -316,8 +359,8 @@ export async function startServer({ env = makeEnv(), noWarm = false, extraArgs =
       }
       const left = await waitNoJails(env.idRange, 5000);
       const leftovers = collectLeftovers(env);
-      cleanupEnv(env);
-      return { ...how, leftJails: left, ...leftovers };
+      const leftParents = cleanupEnv(env);
+      return { ...how, leftJails: left, ...leftovers, leftParents };
     },
   };
   return h;

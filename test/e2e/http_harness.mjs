@@ -124,10 +124,8 @@ export async function startHTTPServer({ tenants = ['alice', 'bob'], config = {},
       saveStderr(stderr);
       const leftJails = await waitNoJails(env.idRange, 5000);
       const leftovers = collectLeftovers(env);
-      if (!keepEnv) {
-        cleanupEnv(env);
-      }
-      return { ...how, leftJails, ...leftovers };
+      const leftParents = keepEnv ? [] : cleanupEnv(env);
+      return { ...how, leftJails, ...leftovers, leftParents };
     },
   };
   return h;

@@ -42,6 +42,7 @@ function assertNoneLeft(how, what) {
   assert.deepEqual(how.leftCgroups, [], `${what}: jail cgroups left`);
   assert.deepEqual(how.leftState, [], `${what}: entries left in the state dir`);
   assert.deepEqual(how.leftMounts, [], `${what}: mounts left`);
+  assert.deepEqual(how.leftParents ?? [], [], `${what}: cgroup_parent directories left after the cleanup`);
 }
 
 describe('cancellation and concurrency (cold jails)', () => {

@@ -111,6 +111,39 @@ describe('sign-in with the organisation identity provider', { timeout: 240_000 }
     assert.doesNotMatch(ch, /error=/, 'a request without a token gets no error code (RFC 6750 §3.1)');
   });
 
+  test('a client in a browser page passes every preflight of the flow (the MCP Inspector 0.x in Direct mode)', async () => {
+    // What the page's fetches ask before they are sent, in the flow's
+    // order: the MCP POST (a 401 it must be able to read), the resource's
+    // metadata, the authorization server's metadata, registration, token.
+    const origin = 'http://127.0.0.1:6274';
+    const preflight = async (url, method, headers) => {
+      const r = await fetch(url, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers },
+      });
+      await r.arrayBuffer();
+      assert.ok(r.status >= 200 && r.status < 300, `preflight of ${method} ${url}: ${r.status}`);
+      const allowed = r.headers.get('access-control-allow-origin');
+      assert.ok(allowed === origin || allowed === '*', `preflight of ${url}: Allow-Origin ${allowed}`);
+      for (const h of headers.split(',')) {
+        const list = (r.headers.get('access-control-allow-headers') ?? '').toLowerCase();
+        assert.ok(list.includes(h) || list === '*', `preflight of ${url}: ${h} not in Allow-Headers ${list}`);
+      }
+    };
+    const meta = await (await fetch(new URL('/.well-known/oauth-authorization-server', as.issuer))).json();
+    await preflight(srv.url, 'POST', 'authorization,content-type,mcp-protocol-version,mcp-session-id');
+    await preflight(new URL('/.well-known/oauth-protected-resource/mcp', srv.url), 'GET', 'mcp-protocol-version');
+    await preflight(new URL('/.well-known/oauth-authorization-server', as.issuer), 'GET', 'mcp-protocol-version');
+    await preflight(meta.registration_endpoint, 'POST', 'content-type');
+    await preflight(meta.token_endpoint, 'POST', 'content-type');
+    // The 401 itself: readable from the page, challenge included.
+    const r = await fetch(srv.url, { method: 'POST', headers: { origin, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(init) });
+    await r.arrayBuffer();
+    assert.equal(r.status, 401);
+    assert.equal(r.headers.get('access-control-allow-origin'), origin);
+    assert.match(r.headers.get('access-control-expose-headers') ?? '', /WWW-Authenticate/i);
+  });
+
   test('the SDK signs in (authorization code, PKCE, dynamic registration) and calls every tool', async () => {
     const a = await signIn('alice');
     const [authURL] = a.provider.authorizationUrls;

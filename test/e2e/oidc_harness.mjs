@@ -33,8 +33,10 @@ async function newKey() {
  * {email, rights: ['run', 'workspace', 'operator']}; resources are the
  * resource indicators it issues tokens for (anything else is refused);
  * defaultUser signs in when the request names nobody (login_hint).
+ * With forms, sign-in and consent are pages a person (or a browser driven
+ * by a script) fills in instead, defaultUser prefilled.
  */
-export async function startAuthServer({ users, resources, shortTTL = 6, ttl = 600, defaultUser, port }) {
+export async function startAuthServer({ users, resources, shortTTL = 6, ttl = 600, defaultUser, port, forms = false }) {
   port ??= await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const secret = crypto.randomBytes(24).toString('base64url');
@@ -97,9 +99,38 @@ export async function startAuthServer({ users, resources, shortTTL = 6, ttl = 60
   }
   let provider = new Provider(issuer, config());
 
+  // Consent: what was asked for, narrowed to what the user may have.
+  async function grantFor(details) {
+    const { prompt, params } = details;
+    const accountId = details.session.accountId;
+    const allowed = scopeOf(accounts.get(accountId)?.rights ?? []);
+    const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    const split = (scopes) => [scopes.filter((x) => !x.startsWith('pyjail:') || allowed.includes(x)), scopes.filter((x) => x.startsWith('pyjail:') && !allowed.includes(x))];
+    const granted = [];
+    const refused = [];
+    if (missing.missingOIDCScope) {
+      const [yes, no] = split(missing.missingOIDCScope);
+      if (yes.length) grant.addOIDCScope(yes.join(' '));
+      if (no.length) grant.rejectOIDCScope(no.join(' '));
+      // Resource scopes are listed with their resource below.
+      granted.push(...yes.filter((x) => !x.startsWith('pyjail:')));
+      refused.push(...no.filter((x) => !x.startsWith('pyjail:')));
+    }
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+      const [yes, no] = split(scopes);
+      if (yes.length) grant.addResourceScope(indicator, yes.join(' '));
+      if (no.length) grant.rejectResourceScope(indicator, no.join(' '));
+      granted.push(...yes.map((x) => `${x} at ${indicator}`));
+      refused.push(...no.map((x) => `${x} at ${indicator}`));
+    }
+    return { grant, granted, refused };
+  }
+
   async function interaction(req, res) {
     const details = await provider.interactionDetails(req, res);
     const { prompt, params } = details;
+    if (forms) return interactionPage(req, res, details);
     if (prompt.name === 'login') {
       // A browser driven by hand sends no login_hint: defaultUser then.
       const name = params.login_hint ?? defaultUser;
@@ -108,27 +139,77 @@ export async function startAuthServer({ users, resources, shortTTL = 6, ttl = 60
       }
       return provider.interactionFinished(req, res, { login: { accountId: name } }, { mergeWithLastSubmission: false });
     }
-    // Consent: what was asked for, narrowed to what the user may have.
-    const accountId = details.session.accountId;
-    const allowed = scopeOf(accounts.get(accountId)?.rights ?? []);
-    const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId: params.client_id });
-    const missing = prompt.details;
-    const split = (scopes) => [scopes.filter((x) => !x.startsWith('pyjail:') || allowed.includes(x)), scopes.filter((x) => x.startsWith('pyjail:') && !allowed.includes(x))];
-    if (missing.missingOIDCScope) {
-      const [yes, no] = split(missing.missingOIDCScope);
-      if (yes.length) grant.addOIDCScope(yes.join(' '));
-      if (no.length) grant.rejectOIDCScope(no.join(' '));
-    }
-    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
-      const [yes, no] = split(scopes);
-      if (yes.length) grant.addResourceScope(indicator, yes.join(' '));
-      if (no.length) grant.rejectResourceScope(indicator, no.join(' '));
-    }
+    const { grant } = await grantFor(details);
     const grantId = await grant.save();
     return provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
   }
 
+  // With forms, a person signs in and consents on two pages, as at a
+  // real identity provider: GET shows the page, POST …/login, …/consent
+  // or …/abort answers it.
+  async function interactionPage(req, res, details) {
+    const { uid, prompt, params } = details;
+    const page = (title, body) => {
+      res.setHeader('Content-Type', 'text/html; charset=utf-8');
+      res.setHeader('Cache-Control', 'no-store');
+      res.end(`<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title>
+<style>body{font-family:sans-serif;max-width:34em;margin:3em auto}input,button{font-size:1em;padding:.3em}li{margin:.2em 0}</style>
+</head><body><h1>${esc(title)}</h1>${body}</body></html>`);
+    };
+    const action = req.url.split('?')[0].split('/')[3];
+    if (req.method === 'POST') {
+      const form = new URLSearchParams(await readBody(req));
+      if (action === 'abort') {
+        return provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'the user said no' }, { mergeWithLastSubmission: false });
+      }
+      if (action === 'login' && prompt.name === 'login') {
+        const name = form.get('login') ?? '';
+        if (!accounts.has(name)) {
+          res.statusCode = 403;
+          return page('Sign in', `<p id="error">No user <b>${esc(name)}</b> here. <a href="/interaction/${esc(uid)}">Try again</a>.</p>`);
+        }
+        return provider.interactionFinished(req, res, { login: { accountId: name } }, { mergeWithLastSubmission: false });
+      }
+      if (action === 'consent' && prompt.name === 'consent') {
+        const { grant } = await grantFor(details);
+        const grantId = await grant.save();
+        return provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+      }
+      res.statusCode = 400;
+      return page('Sign in', '<p>That form does not belong to this step.</p>');
+    }
+    const client = await provider.Client.find(params.client_id);
+    const clientName = client?.clientName ?? params.client_id;
+    const abort = `<form method="post" action="/interaction/${esc(uid)}/abort" style="display:inline"><button id="deny">Deny</button></form>`;
+    if (prompt.name === 'login') {
+      return page('Sign in', `<p><b>${esc(clientName)}</b> asks you to sign in.</p>
+<form method="post" action="/interaction/${esc(uid)}/login">
+<label>User name <input id="login" name="login" autofocus value="${esc(params.login_hint ?? defaultUser ?? '')}"></label>
+<button id="sign-in">Sign in</button></form>
+<p>Users here: ${[...accounts.keys()].map(esc).join(', ')}.</p>${abort}`);
+    }
+    const { granted, refused } = await grantFor(details);
+    return page('Allow access?', `<p>Signed in as <b>${esc(details.session.accountId)}</b>.
+<b>${esc(clientName)}</b> asks for:</p><ul id="granted">${granted.map((x) => `<li>${esc(x)}</li>`).join('') || '<li>nothing new</li>'}</ul>
+${refused.length ? `<p>Not yours to give (left out):</p><ul id="refused">${refused.map((x) => `<li>${esc(x)}</li>`).join('')}</ul>` : ''}
+<form method="post" action="/interaction/${esc(uid)}/consent" style="display:inline"><button id="allow">Allow</button></form> ${abort}`);
+  }
+
   const server = http.createServer((req, res) => {
+    // oidc-provider answers CORS on discovery, JWKS and the token endpoint
+    // but not on dynamic registration, which a client running in a page
+    // (the MCP Inspector 0.x in "Direct" mode) calls from the browser.
+    if (req.url === '/reg' && req.headers.origin) {
+      res.setHeader('Access-Control-Allow-Origin', req.headers.origin);
+      res.setHeader('Vary', 'Origin');
+      if (req.method === 'OPTIONS') {
+        res.setHeader('Access-Control-Allow-Methods', 'POST');
+        res.setHeader('Access-Control-Allow-Headers', 'content-type, authorization, mcp-protocol-version');
+        res.statusCode = 204;
+        res.end();
+        return;
+      }
+    }
     if (req.url.startsWith('/interaction/')) {
       interaction(req, res).catch((e) => {
         res.statusCode = 500;
@@ -237,6 +318,29 @@ async function followToCode(start, redirectUrl) {
     }
   }
   throw new Error('too many redirects signing in');
+}
+
+function esc(v) {
+  return String(v).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Reads a small request body (a form). */
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const parts = [];
+    req.on('data', (d) => {
+      size += d.length;
+      if (size > 16384) {
+        reject(new Error('form too large'));
+        req.destroy();
+        return;
+      }
+      parts.push(d);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString()));
+    req.on('error', reject);
+  });
 }
 
 /** Signs a token with key (a private JWK) over claims, as any issuer. */

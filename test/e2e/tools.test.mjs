@@ -103,7 +103,7 @@ describe('tools/list', () => {
       }
       assert.deepEqual(
         t.outputSchema.properties.verdict.enum.slice().sort(),
-        ['cpu_limit', 'error', 'internal_error', 'memory_limit', 'network_limit', 'ok', 'output_limit', 'rejected', 'timeout'],
+        ['cpu_limit', 'error', 'internal_error', 'memory_limit', 'network_limit', 'ok', 'output_limit', 'quota_exceeded', 'rejected', 'timeout'],
       );
     }
   });

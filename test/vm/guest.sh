@@ -112,6 +112,30 @@ if [ "${1:-}" = --service ]; then
   grep -q 'hello.txt' /tmp/ws
   echo "--- on the host (numeric owners)"
   find "$data/tenants" -printf "%U:%G %m %p\n" | head -n 20
+  # Issue 27: under the root unit the workspace is mounted idmapped, so the
+  # directory keeps the unit user's ownership and the sandbox's file is
+  # that user's on disk (nothing chowned). The rootless server runs in a
+  # user namespace, where an idmapped mount of a host filesystem is not
+  # allowed: its workspace is chowned to the sandbox, never left the unit
+  # user's with a file of another owner inside.
+  echo "--- the workspace's owner on disk"
+  ws=$(find "$data/tenants" -name hello.txt -printf '%h\n' | head -n 1)
+  unit_user=$(systemctl show -p User --value "$unit")
+  unit_owner=$(id -u "${unit_user:-root}"):$(id -g "${unit_user:-root}")
+  dir_owner=$(stat -c %u:%g "$ws")
+  file_owner=$(stat -c %u:%g "$ws/hello.txt")
+  echo "workspace $ws: directory $dir_owner, hello.txt $file_owner, the unit's user $unit_owner"
+  journalctl -b -u "$unit" --no-pager -o cat | grep -m 1 -E 'workspaces under .* are (mounted idmapped|chowned)' || true
+  if [ "$unit" = pyjail ]; then
+    if [ "$dir_owner" != "$unit_owner" ] || [ "$file_owner" != "$unit_owner" ]; then
+      echo "FAIL: under the root unit the workspace was chowned, not idmapped"
+      exit 1
+    fi
+  elif [ "$dir_owner" != "$file_owner" ] || [ "$file_owner" = "$unit_owner" ]; then
+    echo "FAIL: the rootless unit's workspace is neither chowned to the sandbox nor consistent"
+    exit 1
+  fi
+  echo "owner as expected for $unit"
   echo "--- the server killed mid-call (SIGKILL to the unit's main process)"
   main=$(systemctl show -p MainPID --value "$unit")
   mcp -o /dev/null --max-time 60 -d '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"import time\ntime.sleep(30)"}}}' &

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -163,4 +164,16 @@ func wait(ctx context.Context, d time.Duration) (time.Duration, error) {
 	case <-ctx.Done():
 		return d, ctx.Err()
 	}
+}
+
+// WorkspaceLockFile is the lock file of the workspace directory ws: a
+// sibling named after it, "<ws>.lock" (a tenant's
+// tenants/<tenant>/workspace.lock). Every process that runs code in ws or
+// restores a snapshot into it takes that file's Lock: `pyjail serve` (an
+// HTTP tenant's, the stdio server's --workspace) and `pyjail run
+// --workspace`, shared for a run, exclusive for a restore. It is beside
+// ws, not in it, because a jail may delete or replace anything inside.
+func WorkspaceLockFile(ws string) string {
+	ws = filepath.Clean(ws)
+	return filepath.Join(filepath.Dir(ws), filepath.Base(ws)+".lock")
 }

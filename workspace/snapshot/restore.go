@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pyjail/pyjail/workspace/changes"
 	"github.com/pyjail/pyjail/workspace/walk"
@@ -132,7 +133,7 @@ func isMountPoint(ws string, wfi fs.FileInfo) bool {
 //     the sibling name; Open deletes it: the workspace is the snapshot);
 //  5. fsync the parent so the exchange survives power loss;
 //  6. delete the old tree.
-func (s *Store) restoreExchange(ctx context.Context, id string, doc io.Reader, wfi fs.FileInfo) (RestoreReport, error) {
+func (s *Store) restoreExchange(ctx context.Context, id string, doc io.Reader, wfi fs.FileInfo) (_ RestoreReport, err error) {
 	parent := filepath.Dir(s.workspace)
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -145,8 +146,16 @@ func (s *Store) restoreExchange(ctx context.Context, id string, doc io.Reader, w
 		return RestoreReport{}, fmt.Errorf("restoring snapshot %q: creating staging directory: %w: %w", id, errNoExchange, err)
 	}
 	// Before the exchange this deletes a partial staging tree; after it,
-	// the old workspace tree. Both are right.
-	defer os.RemoveAll(stageDir)
+	// the old workspace tree. Both are right. It happens before the
+	// restore answers (issue 27): a tree that will not go (a writer in
+	// it, such as a jail that still has the old tree mounted) is retried,
+	// and one left all the same fails the restore with its path, instead
+	// of staying beside the workspace until the next start.
+	defer func() {
+		if rerr := removeStaging(stageDir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring snapshot %q: removing the staging tree %q: %w", id, stageDir, rerr))
+		}
+	}()
 	s.step("stage-created")
 	sroot, err := os.OpenRoot(stageDir)
 	if err != nil {
@@ -181,6 +190,20 @@ func (s *Store) restoreExchange(ctx context.Context, id string, doc io.Reader, w
 	}
 	s.step("synced")
 	return rep, nil
+}
+
+// removeStaging removes a restore's staging tree, retrying while
+// something keeps adding to it (RemoveAll then fails with ENOTEMPTY), a
+// bounded number of times, cancelled or not.
+func removeStaging(dir string) error {
+	var err error
+	for range 20 {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
 
 // stage decodes and verifies doc into the empty directory sroot and

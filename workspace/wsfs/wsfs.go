@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,6 +62,24 @@ type Limits struct {
 type FS struct {
 	dir string
 	lim Limits
+	// shape is lim.Shape as SetShape last changed it: quotas reload
+	// while the server runs.
+	shape atomic.Pointer[walk.Limits]
+}
+
+// SetShape replaces the shape limits every later call checks against
+// (zero fields mean walk's defaults): a tenant's quota reloaded.
+func (f *FS) SetShape(sh walk.Limits) {
+	sh = sh.WithDefaults()
+	f.shape.Store(&sh)
+}
+
+// Shape is the shape limits in force.
+func (f *FS) Shape() walk.Limits {
+	if sh := f.shape.Load(); sh != nil {
+		return *sh
+	}
+	return f.lim.Shape
 }
 
 // ListEntry is one entry of a listing. Path is relative to the workspace
@@ -134,7 +153,7 @@ func (f *FS) WriteFile(ctx context.Context, rel string, data []byte) (record.Fil
 	}
 	// Lexically first: a path 2,000 directories deep is refused with its
 	// exact depth before any system call.
-	if err := f.lim.Shape.CheckPath(c, false); err != nil {
+	if err := f.Shape().CheckPath(c, false); err != nil {
 		return record.FileInfo{}, fmt.Errorf("writing %q: %w", c, err)
 	}
 	root, err := os.OpenRoot(f.dir)
@@ -217,7 +236,7 @@ func (f *FS) checkRoom(ctx context.Context, root *os.Root, c string, size int64)
 	var use walk.Usage
 	var old int64    // bytes of the regular file c replaces
 	var oldEntry int // 1 if anything exists at c
-	err := walk.In(ctx, root, "", f.lim.Shape, func(e *walk.Entry) error {
+	err := walk.In(ctx, root, "", f.Shape(), func(e *walk.Entry) error {
 		use.Files++
 		if e.Info.Mode().IsRegular() {
 			use.Bytes += e.Info.Size()
@@ -257,7 +276,7 @@ func (f *FS) checkRoom(ctx context.Context, root *os.Root, c string, size int64)
 			added++
 		}
 	}
-	if err := use.CheckAdd(f.lim.Shape, added, size-old); err != nil {
+	if err := use.CheckAdd(f.Shape(), added, size-old); err != nil {
 		return fmt.Errorf("writing %q: %w", c, err)
 	}
 	return nil
@@ -402,7 +421,7 @@ func (f *FS) List(ctx context.Context, rel string) ([]ListEntry, error) {
 	}
 	entries := []ListEntry{}
 	errFull := errors.New("full")
-	err = walk.In(ctx, root, c, f.lim.Shape, func(e *walk.Entry) error {
+	err = walk.In(ctx, root, c, f.Shape(), func(e *walk.Entry) error {
 		if len(entries) >= f.lim.MaxListEntries {
 			return errFull
 		}
