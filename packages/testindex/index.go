@@ -85,10 +85,10 @@ func (w Wheel) Build() []byte {
 type Index struct {
 	srv *httptest.Server
 
-	mu     sync.Mutex
-	files  map[string][]byte            // file name → bytes
-	links  map[string]map[string]string // project → file name → fragment
-	hits   map[string]int               // file name → downloads
+	mu    sync.Mutex
+	files map[string][]byte            // file name → bytes
+	links map[string]map[string]string // project → file name → fragment
+	hits  map[string]int               // file name → downloads
 }
 
 // New starts an index on 127.0.0.1 serving wheels and sdists.
