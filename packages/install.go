@@ -452,7 +452,7 @@ func pipError(res *record.Result) error {
 			return fmt.Errorf("%w: %s is published on the index only as a source distribution, whose build would run its own code; this server installs wheels only (the operator may allow builds with packages.allow_builds)",
 				ErrBuildRefused, m[2])
 		case "missing":
-			return fmt.Errorf("%w: the index has no distribution named %s that installs here (check the name and version)", ErrInstall, m[2])
+			return fmt.Errorf("%w: the index has no distribution named %s that installs here (check the name and version); pip said: %s", ErrInstall, m[2], lastLines(res.Stderr, 4))
 		}
 	}
 	if strings.Contains(out, "DO NOT MATCH THE HASHES") {

@@ -147,3 +147,11 @@ func isAddr(host string) bool {
 	_, err := netip.ParseAddr(host)
 	return err == nil
 }
+
+// SetPackages sets c's packages section and derives ProfilePackages from
+// it, as Load does for a config file's.
+func (c *Config) SetPackages(p Packages) error {
+	delete(c.Profiles, ProfilePackages)
+	c.Packages = p
+	return c.addPackagesProfile()
+}
