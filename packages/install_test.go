@@ -14,12 +14,11 @@ import (
 	"github.com/pyjail/pyjail/record"
 )
 
-// hostRunner runs the install scripts with the host's Debian python3 in
-// the staging directory, as the install jail does in its workspace: the
-// scripts use relative paths and the rootfs's pip wheel, which the host
-// has at the same path. It checks the request the Installer makes.
+// hostRunner is testindex.HostPip, checking the request the Installer
+// makes.
 type hostRunner struct {
 	t    *testing.T
+	pip  testindex.HostPip
 	runs int
 }
 
@@ -28,21 +27,7 @@ func (h *hostRunner) Run(ctx context.Context, req record.Request) (*record.Resul
 	if req.Profile != policy.ProfilePackages || req.Workspace == "" {
 		h.t.Errorf("install run with profile %q workspace %q", req.Profile, req.Workspace)
 	}
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-c", req.Code)
-	cmd.Dir = req.Workspace
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + req.Workspace}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := &record.Result{Verdict: record.VerdictOK, Profile: req.Profile, Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.Verdict, res.ExitCode = record.VerdictError, ee.ExitCode()
-	case err != nil:
-		return nil, err
-	}
-	return res, nil
+	return h.pip.Run(ctx, req)
 }
 
 func needHostPip(t *testing.T) {
