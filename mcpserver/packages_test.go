@@ -57,6 +57,12 @@ func TestPackageTools(t *testing.T) {
 	if res := call(alice, toolListPackages, nil); !strings.Contains(text(res), "tinyfmt 0.9.0") {
 		t.Errorf("alice's list: %s", text(res))
 	}
+	if env := readAs(t, h, alice, uriEnvironment); !strings.Contains(env, `"name": "tinyfmt"`) {
+		t.Errorf("alice's sandbox://environment does not list tinyfmt:\n%s", env)
+	}
+	if env := readAs(t, h, bob, uriEnvironment); strings.Contains(env, "tinyfmt") {
+		t.Errorf("bob's sandbox://environment lists alice's tinyfmt")
+	}
 	// Bob's layer is his own.
 	if res := call(bob, toolListPackages, nil); !strings.Contains(text(res), "empty") {
 		t.Errorf("bob's list: %s", text(res))

@@ -52,6 +52,9 @@ type Dist struct {
 // Site returns the host directory of the current layer, resolved (the
 // path a jail mounts read-only), or "" when the tenant has none.
 func (l Layer) Site() (string, error) {
+	if l.Dir == "" {
+		return "", nil
+	}
 	target, err := os.Readlink(filepath.Join(l.Dir, siteLink))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
