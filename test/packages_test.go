@@ -143,3 +143,74 @@ func portOf(t *testing.T, ix *testindex.Index) int {
 	u, _ := url.Parse(ix.URL())
 	return int(netip.MustParseAddrPort(u.Host).Port())
 }
+
+// TestPackagesLayerInRuns: a run given a layer imports from it, after the
+// rootfs (a layer's numpy or json never wins), and the layer's code meets
+// the calc fence and the jail like the caller's own; a run without the
+// layer (another tenant's) cannot import it.
+func TestPackagesLayerInRuns(t *testing.T) {
+	requireRoot(t)
+	e := sharedEnv(t)
+	site := t.TempDir()
+	files := map[string]string{
+		"tinyfmt/__init__.py": "def fmt(x):\n    return '<' + str(x) + '>'\n",
+		"numpy/__init__.py":   "EVIL = 1\n",
+		"json.py":             "EVIL = 1\n",
+		"sneaky.py":           "import subprocess\n",
+		"writer.py":           "open('/usr/evil', 'w').write('x')\n",
+		"dialer.py":           "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)\n",
+	}
+	for p, c := range files {
+		full := filepath.Join(site, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withLayer := func(r *record.Request) { r.Packages = site }
+	res := e.run(t, record.ProfileCalc, "import tinyfmt, json\nprint(tinyfmt.fmt(41+1), hasattr(np, 'EVIL'), hasattr(json, 'EVIL'))", withLayer)
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "<42> False False" {
+		t.Errorf("calc with the layer: %s %q %q %s", res.Verdict, res.Stdout, res.Stderr, res.Message)
+	}
+	ws := t.TempDir()
+	res = e.run(t, record.ProfileWorkspace, "import tinyfmt\nprint(tinyfmt.fmt(1))", withLayer, func(r *record.Request) { r.Workspace = ws })
+	if res.Verdict != record.VerdictOK || strings.TrimSpace(res.Stdout) != "<1>" {
+		t.Errorf("workspace with the layer: %s %q %q", res.Verdict, res.Stdout, res.Stderr)
+	}
+	// Without the layer: another tenant's run.
+	res = e.run(t, record.ProfileCalc, "import tinyfmt")
+	if res.Verdict == record.VerdictOK || !strings.Contains(res.Stderr+res.Message, "tinyfmt") {
+		t.Errorf("calc without the layer imported tinyfmt: %s %q", res.Verdict, res.Stderr)
+	}
+	// Import-time code of the layer is contained.
+	for name, tc := range map[string]struct {
+		code, want string
+	}{
+		"subprocess under the fence": {"import sneaky", "subprocess"},
+		"write outside":              {"import writer", "Error"},
+		"connect":                    {"import dialer", "Error"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := e.run(t, record.ProfileCalc, tc.code, withLayer)
+			if res.Verdict == record.VerdictOK || !strings.Contains(res.Stderr+res.Message, tc.want) {
+				t.Errorf("%s: verdict %s, stderr %q, message %q", tc.code, res.Verdict, res.Stderr, res.Message)
+			}
+			t.Logf("%s: %s: %s", tc.code, res.Verdict, lastLine(res.Stderr))
+		})
+	}
+	// The layer is read-only inside.
+	res = e.run(t, record.ProfileFull, "open('"+record.PackagesMount+"/tinyfmt/__init__.py', 'a')", withLayer, func(r *record.Request) { r.Workspace = ws })
+	if res.Verdict == record.VerdictOK || !strings.Contains(res.Stderr, "Read-only") {
+		t.Errorf("writing the layer: %s %q", res.Verdict, res.Stderr)
+	}
+}
+
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return ls[len(ls)-1]
+}
