@@ -49,12 +49,16 @@ if rc != 0:
 // not hold yet (cached ones were copied in), checking the index's hashes,
 // and installs them, without dependencies (the resolve step named them
 // all), from that directory alone into the staged layer.
-const fetchTail = `rc, out = pip("download", "--no-deps", *HASHES, *COMMON, *BINARY, "-d", "wheels", "-r", "pinned.txt")
+const fetchTail = `sys.path.insert(0, wheels[-1])
+os.environ.update(PYTHONDONTWRITEBYTECODE="1", PIP_CONFIG_FILE=os.devnull)
+# Both steps in this one interpreter: importing pip is most of a pip run.
+from pip._internal.cli.main import main as pipmain
+rc = pipmain(["download", "--no-deps", *HASHES, *COMMON, *BINARY, "-d", "wheels", "-r", "pinned.txt"])
 if rc != 0:
-    fail(out)
-rc, out = pip("install", "--no-deps", "--no-index", "--find-links", "wheels", *HASHES, "--target", "site", "--upgrade", "--no-warn-script-location", "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--progress-bar", "off", "-r", "pinned.txt")
+    sys.exit(1)
+rc = pipmain(["install", "--no-deps", "--no-index", "--find-links", "wheels", *HASHES, "--target", "site", "--upgrade", "--no-warn-script-location", "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--progress-bar", "off", "-r", "pinned.txt"])
 if rc != 0:
-    fail(out)
+    sys.exit(1)
 `
 
 // pyString renders s as a Python string literal (JSON strings are
