@@ -259,8 +259,18 @@ func (l Layer) swap(staged string) error {
 			return fmt.Errorf("installing the package layer: %w", err)
 		}
 	}
-	if old != "" {
-		_ = os.RemoveAll(old)
+	// The generation just replaced stays until the next swap: a run that
+	// started before this one has it mounted. Older ones go now.
+	ents, err := os.ReadDir(l.Dir)
+	if err != nil {
+		return nil
+	}
+	cur, _ := l.Site()
+	for _, e := range ents {
+		p := filepath.Join(l.Dir, e.Name())
+		if strings.HasPrefix(e.Name(), genPrefix) && p != cur && p != old {
+			_ = os.RemoveAll(p)
+		}
 	}
 	return nil
 }
