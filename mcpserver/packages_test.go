@@ -88,6 +88,15 @@ func TestPackageTools(t *testing.T) {
 			}
 		})
 	}
+	// A restart keeps the layer: a new server on the same data directory.
+	h2 := newHarness(t, func(c *Config) {
+		c.DataDir = data
+		c.Packages = &packages.Installer{Runner: &testindex.HostPip{}, Cache: cache,
+			Config: policy.Packages{IndexURL: ix.URL() + "/simple/"}}
+	})
+	if res, err := h2.c.CallTool(WithTenant(t.Context(), alice), callReq(toolListPackages, nil)); err != nil || !strings.Contains(text(res), "tinyfmt 0.9.0") {
+		t.Errorf("after a restart alice's list is %v, %v", text(res), err)
+	}
 	if res := call(alice, toolRemovePackages, map[string]any{"packages": []string{"tinyfmt"}}); res.IsError {
 		t.Fatalf("remove: %s", text(res))
 	}
