@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -83,6 +84,17 @@ func (s *Server) installPackages(ctx context.Context, c *call, a *packageArgs) (
 	if err != nil {
 		return nil, s.packageRefusal(c, err)
 	}
+	// An install runs jails: it counts as a run of its tenant (runs per
+	// minute) and holds one of the server's slots while it lasts.
+	if msg := s.overRate(ctx, c.tenant); msg != "" {
+		c.trace.Quota = true
+		return nil, &refusal{msg: msg}
+	}
+	release, _, err := s.admit.acquireFor(ctx, c.tenantKey(), time.Now().Add(maxLockWait))
+	if err != nil {
+		return nil, &refusal{msg: "no jail slot became free for the install within " + formatWait(maxLockWait) + "; try again shortly", cause: err}
+	}
+	defer release()
 	rep, err := s.cfg.Packages.Install(ctx, l, reqs, s.packageQuota(c.tenant))
 	if err != nil {
 		return nil, s.packageRefusal(c, err)
