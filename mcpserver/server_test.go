@@ -42,9 +42,6 @@ func TestToolsList(t *testing.T) {
 		toolListFiles:       {true, false, true},
 		toolListSessions:    {true, false, true},
 		toolCloseSession:    {false, true, true},
-		toolInstallPackages: {false, false, false},
-		toolListPackages:    {true, false, true},
-		toolRemovePackages:  {false, true, true},
 	}
 	if len(res.Tools) != len(want) {
 		t.Errorf("%d tools, want %d", len(res.Tools), len(want))
