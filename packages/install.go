@@ -451,6 +451,8 @@ func pipError(res *record.Result) error {
 		case "sdist-only":
 			return fmt.Errorf("%w: %s is published on the index only as a source distribution, whose build would run its own code; this server installs wheels only (the operator may allow builds with packages.allow_builds)",
 				ErrBuildRefused, m[2])
+		case "nopip":
+			return fmt.Errorf("%w: this server's rootfs has no pip wheel (/usr/share/python-wheels, Debian's python3-pip-whl), so it cannot install; the operator builds the rootfs with the default recipe", ErrInstall)
 		case "missing":
 			return fmt.Errorf("%w: the index has no distribution named %s that installs here (check the name and version); pip said: %s", ErrInstall, m[2], lastLines(res.Stderr, 4))
 		}

@@ -289,3 +289,10 @@ func TestHardenRemovesSpecialFiles(t *testing.T) {
 		t.Errorf("m.py has mode %v", fi.Mode())
 	}
 }
+
+func TestPipErrorNoPip(t *testing.T) {
+	err := pipError(&record.Result{Verdict: record.VerdictError, Stdout: "PJPKG nopip -\n"})
+	if !errors.Is(err, ErrInstall) || !strings.Contains(err.Error(), "no pip wheel") {
+		t.Errorf("pipError = %v", err)
+	}
+}

@@ -333,6 +333,10 @@ func (sv *serving) packageInstaller(scfg *mcpserver.Config) error {
 	}
 	scfg.Packages = &packages.Installer{Runner: sv.runner, Cache: cache, Config: pc, Rootfs: keys,
 		Logger: sv.log.With("component", "packages")}
+	if m, _ := filepath.Glob(filepath.Join(sv.layout.Root, "usr/share/python-wheels/pip-*.whl")); len(m) == 0 {
+		sv.log.Warn("packages.index_url is set but the rootfs has no pip wheel (python3-pip-whl): install_packages will refuse; build the rootfs with the default recipe",
+			"rootfs", sv.layout.Root)
+	}
 	sv.log.Info("package installs open", "index", pc.IndexURL, "cache", dir, "allow_builds", pc.AllowBuilds)
 	return nil
 }
