@@ -17,7 +17,8 @@ if not wheels:
     sys.exit(3)
 PIP = [sys.executable, "-I", wheels[-1] + "/pip"]
 INDEX = %s
-COMMON = ["--index-url", INDEX, "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--progress-bar", "off"]
+TRUST = %s
+COMMON = ["--index-url", INDEX, *TRUST, "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--progress-bar", "off"]
 BINARY = %s
 env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PIP_CONFIG_FILE=os.devnull)
 def pip(*args):
@@ -37,7 +38,7 @@ if rc != 0:
     m = re.search(r"satisfies the requirement ([A-Za-z0-9._-]+)", out)
     if m and BINARY:
         name = m.group(1)
-        rc2, out2 = pip("index", "versions", name, "--index-url", INDEX, "--no-input", "--disable-pip-version-check", "--no-cache-dir")
+        rc2, out2 = pip("index", "versions", name, "--index-url", INDEX, *TRUST, "--no-input", "--disable-pip-version-check", "--no-cache-dir")
         if rc2 == 0 and "Available versions" in out2:
             print("PJPKG sdist-only " + name, flush=True)
         else:
@@ -73,8 +74,18 @@ func (in *Installer) prelude() string {
 	if in.Config.AllowBuilds {
 		binary = "[]"
 	}
-	return strings.Replace(strings.Replace(pipPrelude, "INDEX = %s", "INDEX = "+pyString(in.Config.IndexURL), 1),
+	out := strings.Replace(strings.Replace(pipPrelude, "INDEX = %s", "INDEX = "+pyString(in.Config.IndexURL), 1),
 		"BINARY = %s", "BINARY = "+binary, 1)
+	trust := "[]"
+	if strings.HasPrefix(in.Config.IndexURL, "http://") {
+		// A plain-HTTP mirror is the operator's choice (policy allows it
+		// for a mirror they run); pip ignores such an index unless told
+		// the host is trusted. Hashes are still checked.
+		if host, _, err := in.Config.IndexHost(); err == nil {
+			trust = `["--trusted-host", ` + pyString(host) + `]`
+		}
+	}
+	return strings.Replace(out, "TRUST = %s", "TRUST = "+trust, 1)
 }
 
 func (in *Installer) resolveScript() string { return in.prelude() + resolveTail }

@@ -302,9 +302,14 @@ func (sv *serving) newServer() error {
 // replace.
 func (sv *serving) packageInstaller(scfg *mcpserver.Config) error {
 	pc := sv.cfg.Packages
+	// Over HTTP the tenants' layers live under the data directory; over
+	// stdio the local tenant's beside its snapshots.
 	base := sv.f.dataDir
-	if base == "" && sv.snapshots != "" {
-		base = filepath.Dir(sv.snapshots)
+	if sv.f.http == "" {
+		base = ""
+		if sv.snapshots != "" {
+			base = filepath.Dir(sv.snapshots)
+		}
 	}
 	if base != "" {
 		scfg.PackagesDir = filepath.Join(base, "packages")
