@@ -115,7 +115,7 @@ func (s *Server) installPackages(ctx context.Context, c *call, a *packageArgs) (
 		}
 		fmt.Fprintf(&b, " (%d from the shared cache, %d downloaded, %d ms).\n", rep.FromCache, rep.Downloaded, rep.WallMS)
 	}
-	fmt.Fprintf(&b, "Your package layer holds %d distribution(s), %s; later run_python, run_sandbox_code and session calls import them (after the rootfs's own packages).",
+	fmt.Fprintf(&b, "Your package layer holds %d distribution(s), %s; later run_python and run_sandbox_code calls import them (after the rootfs's own packages).",
 		rep.Count, mibText(rep.Bytes))
 	return structured(b.String(), rep), nil
 }
