@@ -296,3 +296,43 @@ func TestPipErrorNoPip(t *testing.T) {
 		t.Errorf("pipError = %v", err)
 	}
 }
+
+// TestInstallRealWheel installs a real wheel the host has (Debian's
+// setuptools wheel, python3-setuptools-whl) from the loopback index; where
+// the host's Python has setuptools already, the install is "already
+// satisfied", as for a rootfs distribution.
+func TestInstallRealWheel(t *testing.T) {
+	needHostPip(t)
+	m, _ := filepath.Glob("/usr/share/python-wheels/setuptools-*.whl")
+	if len(m) == 0 {
+		t.Skip("no setuptools wheel in /usr/share/python-wheels")
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := testindex.New()
+	defer ix.Close()
+	ix.AddFile("setuptools", filepath.Base(m[0]), b)
+	in, _ := newInstaller(t, ix)
+	l := Layer{Dir: filepath.Join(t.TempDir(), "packages")}
+	rep, err := in.Install(t.Context(), l, reqs(t, "setuptools"), Quota{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Command("/usr/bin/python3", "-I", "-c", "import setuptools").Run() == nil {
+		// The host's Python has it, as a rootfs would: pip resolves it
+		// as installed, and the layer stays empty.
+		if len(rep.Installed) != 0 || len(rep.Satisfied) != 1 {
+			t.Errorf("with setuptools in the base Python: %+v", rep)
+		}
+		return
+	}
+	if len(rep.Installed) != 1 || rep.Installed[0].Name != "setuptools" || rep.Bytes < 100<<10 {
+		t.Errorf("installed %+v, %d bytes", rep.Installed, rep.Bytes)
+	}
+	site, _ := l.Site()
+	if _, err := os.Stat(filepath.Join(site, "setuptools", "__init__.py")); err != nil {
+		t.Error(err)
+	}
+}
