@@ -30,6 +30,7 @@ import (
 type containerSpec struct {
 	profile   policy.Profile
 	workspace string        // host path, or "" for none
+	packages  string        // host path of the package layer, or "" for none
 	timeout   time.Duration // the run's wall-clock limit, for RLIMIT_CPU
 	memory    int64         // a lower memory limit than the profile's, or 0
 	preload   []string      // modules the runner imports before "ready"
@@ -268,6 +269,9 @@ func (j *Jail) bootMessage(spec containerSpec, memoryLimit int64) pyrunner.Boot 
 	if spec.workspace != "" && prof.Workspace {
 		boot.Workspace = record.WorkspaceMount
 	}
+	if spec.packages != "" {
+		boot.Packages = record.PackagesMount
+	}
 	return boot
 }
 
@@ -317,7 +321,9 @@ func closeAll(files []*os.File) {
 func (j *Jail) containerConfig(id string, s containerSpec) *configs.Config {
 	lim := s.profile.Limits
 	ids := j.cfg.Policy.IDMap
-	table := j.cfg.Rootfs.Mounts(j.mountSpec(s.profile, s.workspace))
+	ms := j.mountSpec(s.profile, s.workspace)
+	ms.Packages = s.packages
+	table := j.cfg.Rootfs.Mounts(ms)
 	cpuTime := codeCPUSeconds(lim, s.timeout) + bootCPUSeconds
 	cg := j.cgroupConfig(id, s.profile, s.memory)
 	rlimits := []configs.Rlimit{

@@ -98,7 +98,7 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 	p.mu.Lock()
 	pl := p.pools[req.Profile]
 	p.mu.Unlock()
-	if pl == nil {
+	if pl == nil || req.Packages != "" {
 		return p.j.run(ctx, req, coldSource{p.j})
 	}
 	return p.j.run(ctx, req, pl, coldSource{p.j})

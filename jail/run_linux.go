@@ -33,7 +33,7 @@ type source interface {
 type coldSource struct{ j *Jail }
 
 func (s coldSource) take(ctx context.Context, prof policy.Profile, req record.Request, timeout time.Duration) (*instance, error) {
-	return s.j.startContainer(ctx, containerSpec{profile: prof, workspace: req.Workspace, timeout: timeout, memory: req.MemoryBytes})
+	return s.j.startContainer(ctx, containerSpec{profile: prof, workspace: req.Workspace, packages: req.Packages, timeout: timeout, memory: req.MemoryBytes})
 }
 
 func (coldSource) finish(*instance, *record.Result) bool { return false }

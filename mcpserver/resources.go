@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
+	"github.com/pyjail/pyjail/packages"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/signin"
@@ -492,6 +493,39 @@ type environmentReport struct {
 	WorkspaceMount string                           `json:"workspace_mount"`
 	Profiles       map[record.Profile]profileStatus `json:"profiles"`
 	Rules          map[record.Profile]string        `json:"rules"`
+	// Packages is the caller's package layer (SPEC §13), when the server
+	// installs packages.
+	Packages *packagesEnvironment `json:"packages,omitempty"`
+}
+
+// packagesEnvironment is the caller's package layer as
+// sandbox://environment shows it.
+type packagesEnvironment struct {
+	Index     string          `json:"index"`
+	Installed []packages.Dist `json:"installed"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// packagesEnv lists the caller's installed packages, nil where the server
+// installs none.
+func (s *Server) packagesEnv(ctx context.Context) *packagesEnvironment {
+	if s.cfg.Packages == nil || s.cfg.Packages.Config.IndexURL == "" {
+		return nil
+	}
+	pe := &packagesEnvironment{Index: s.cfg.Packages.Config.IndexURL, Installed: []packages.Dist{}}
+	t, err := s.tenant(ctx)
+	if err != nil {
+		pe.Error = err.Error()
+		return pe
+	}
+	ds, err := t.pkgs.List()
+	if err != nil {
+		pe.Error = err.Error()
+	}
+	if ds != nil {
+		pe.Installed = ds
+	}
+	return pe
 }
 
 // environment answers sandbox://environment. The probe behind
@@ -510,6 +544,7 @@ func (s *Server) environment(ctx context.Context) (any, error) {
 		WorkspaceMount: record.WorkspaceMount,
 		Profiles:       s.profiles(t.egress()),
 		Rules:          map[record.Profile]string{record.ProfileCalc: renderRules(s.calc), record.ProfileWorkspace: renderRules(s.workspace)},
+		Packages:       s.packagesEnv(ctx),
 	}
 	if s.cfg.Environment == nil {
 		rep.Error = "this server was started without an environment probe"

@@ -109,6 +109,14 @@ func (s *Server) runCode(ctx context.Context, c *call, a *runArgs) (*mcp.CallToo
 	if profile == record.ProfileWorkspace {
 		rreq.Workspace = c.tenant.workspace
 	}
+	if s.cfg.Packages != nil && c.run.session == "" {
+		// The tenant's package layer, if it installed any (SPEC §13).
+		site, err := c.tenant.pkgs.Site()
+		if err != nil {
+			return nil, err
+		}
+		rreq.Packages = site
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.run.timeout+runGrace)
 	defer cancel()
 	if token := progressToken(c.req); token != nil {

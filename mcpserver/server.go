@@ -18,6 +18,7 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/mcpserver/validate"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
+	"github.com/pyjail/pyjail/packages"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/signin"
@@ -83,6 +84,12 @@ type Config struct {
 	// the directories above a workspace themselves asks for 0711
 	// (cmd/pyjail: jail.NeedsSearchableParents).
 	TenantDirMode os.FileMode
+	// Packages installs into tenants' package layers (install_packages,
+	// SPEC §13); nil: the package tools say the server has no index.
+	Packages *packages.Installer
+	// PackagesDir is the local tenant's package directory; "" gives it
+	// none. HTTP tenants have theirs in DataDir/tenants/<name>/packages.
+	PackagesDir string
 	// TenantQuota is every tenant's quota where the tokens file sets none
 	// (zero fields: no quota beyond the server's own limits).
 	TenantQuota tokens.Quota
@@ -244,7 +251,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.tenants = map[string]*tenant{}
 	s.opening = map[string]chan struct{}{}
-	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local()}
+	s.local = &tenant{workspace: cfg.Workspace, operator: true, traces: s.traces, lock: dirlock.Local(),
+		pkgs: packages.Layer{Dir: cfg.PackagesDir}}
 	if cfg.Workspace != "" {
 		s.local.snapDir = cfg.SnapshotDir
 		// The lock `pyjail run --workspace` takes on the same directory

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/pyjail/pyjail/mcpserver/fake"
+	"github.com/pyjail/pyjail/packages"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
@@ -119,7 +120,9 @@ func TestToolSchemasCompile(t *testing.T) {
 	if out == nil {
 		t.Fatal("no run output schema")
 	}
-	srv, err := New(Config{Policy: policy.Default(), Runner: &fake.Runner{}})
+	// With an installer, so that the package tools are listed too.
+	srv, err := New(Config{Policy: policy.Default(), Runner: &fake.Runner{},
+		Packages: &packages.Installer{Config: policy.Packages{IndexURL: "https://pypi.test/simple/"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pyjail/pyjail/mcpserver/tokens"
+	"github.com/pyjail/pyjail/packages"
 	"github.com/pyjail/pyjail/workspace/dirlock"
 	"github.com/pyjail/pyjail/workspace/snapshot"
 	"github.com/pyjail/pyjail/workspace/walk"
@@ -36,9 +37,11 @@ type tenant struct {
 	egressHosts atomic.Pointer[[]string]
 
 	workspace string // host directory, "" for none
-	snapDir   string
-	ws        *wsfs.FS        // nil without a workspace
-	snaps     *snapshot.Store // nil without a workspace or snapshot dir
+	// pkgs is the tenant's package layer (SPEC §13); Dir "" for none.
+	pkgs    packages.Layer
+	snapDir string
+	ws      *wsfs.FS        // nil without a workspace
+	snaps   *snapshot.Store // nil without a workspace or snapshot dir
 
 	// root is the tenant's directory under DataDir, "" for the local one.
 	root string
@@ -165,6 +168,12 @@ func (s *Server) effectiveQuota(q tokens.Quota) tokens.Quota {
 	if q.SnapshotBytes == 0 {
 		q.SnapshotBytes = d.SnapshotBytes
 	}
+	if q.PackagesBytes == 0 {
+		q.PackagesBytes = d.PackagesBytes
+	}
+	if q.Packages == 0 {
+		q.Packages = d.Packages
+	}
 	return q
 }
 
@@ -183,6 +192,7 @@ func (s *Server) openTenant(ctx context.Context, id tokens.Tenant) (*tenant, err
 		name: id.Name, operator: id.Operator, traces: newTraceRing(traceCapacity),
 		workspace: filepath.Join(root, "workspace"), snapDir: filepath.Join(root, "snapshots"),
 	}
+	t.pkgs = packages.Layer{Dir: filepath.Join(root, "packages")}
 	t.setEgressHosts(id.Egress.List())
 	for _, d := range []string{root, t.workspace, t.snapDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -88,7 +88,7 @@ func (s *Server) tools() []toolSpec {
 		run = tokens.RightRun
 		ws  = tokens.RightWorkspace
 	)
-	return []toolSpec{
+	specs := []toolSpec{
 		{Tool: runPy, right: run, quota: quotaRuns, profile: record.ProfileCalc,
 			logic: logic(s.runCode)},
 		{Tool: runWS, right: run, store: storeWorkspace, lock: lockShared, quota: quotaRuns, profile: record.ProfileWorkspace,
@@ -141,6 +141,22 @@ func (s *Server) tools() []toolSpec {
 			"List the files and directories under a workspace directory (default: all of it) with size, type and modification time.",
 			readOnly), right: ws, store: storeWorkspace, logic: logic(s.listFiles)},
 	}
+	if s.cfg.Packages != nil && s.cfg.Packages.Config.IndexURL != "" {
+		// Listed only where the server installs packages (SPEC §13): a
+		// client that sees them can use them.
+		specs = append(specs, []toolSpec{
+			{Tool: newTool(toolInstallPackages, "Install Python packages",
+				"Install packages from the operator's package index into your own package layer, which your later run_python and run_sandbox_code calls (not yet session calls) import from (after the rootfs's packages: numpy, pandas and the rest cannot be replaced). packages are requirement strings such as \"tabulate==0.9.0\"; dependencies come too. Wheels only: a package with only a source distribution is refused, as is a file whose hash does not match the index. Bounded by your packages_bytes and packages quotas.",
+				creates), right: run, logic: logic(s.installPackages)},
+			{Tool: newTool(toolListPackages, "List installed packages",
+				"List the distributions in your package layer (name, version, bytes) and your package quotas. The rootfs's own packages are in sandbox://environment.",
+				readOnly), right: run, logic: logic(s.listPackages)},
+			{Tool: newTool(toolRemovePackages, "Remove installed packages",
+				"Remove distributions from your package layer by name (not their dependencies). Only what install_packages added can be removed.",
+				overwrites), right: run, logic: logic(s.removePackages)},
+		}...)
+	}
+	return specs
 }
 
 // ToolRight returns the right the tool needs, and false for a tool this

@@ -56,6 +56,9 @@ type Config struct {
 	// Auth, if set, makes the HTTP server an OAuth resource server
 	// (SPEC §14); nil keeps static tokens only.
 	Auth *Auth `json:"auth,omitempty"`
+	// Packages configures per-tenant installs (SPEC §13) and derives the
+	// profile pip runs in (ProfilePackages).
+	Packages Packages `json:"packages"`
 }
 
 // WorkspaceShape is the most a workspace may hold; see package
@@ -132,6 +135,9 @@ func Load(data []byte) (Config, error) {
 		}
 		p.Name = record.Profile(name)
 		cfg.Profiles[p.Name] = p
+	}
+	if err := cfg.addPackagesProfile(); err != nil {
+		return Config{}, fmt.Errorf("parsing config: %w", err)
 	}
 	if err := egressLines(data, cfg); err != nil {
 		return Config{}, err

@@ -110,6 +110,13 @@ func TestDependencies(t *testing.T) {
 		// MCP. Of the project it reads the policy and writes records.
 		"egress": {pattern: "./egress", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp, unixPkg},
 			ownOnly: true, mayLink: []string{module + "/policy", module + "/record"}},
+		// Per-tenant package layers and the shared wheel cache: host-side
+		// file work. It runs pip only through a Runner the server gives
+		// it, so it links neither the jail builder nor MCP; of the project
+		// it reads the policy, writes records and reads dist metadata
+		// through rootfs.
+		"packages": {pattern: "./packages", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp},
+			ownOnly: true, mayLink: []string{module + "/policy", module + "/record", module + "/rootfs"}},
 		// A pure-Go leaf the MCP layer adapts, not the other way round.
 		"mcpserver/validate": {pattern: "./mcpserver/validate", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp}, noCgo: true},
 	} {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pyjail/pyjail/record"
 )
 
 // PythonEntry is one named item of the Python-layer policy with the reason
@@ -220,6 +222,7 @@ func PythonRulesFor(layer PythonLayer) PythonRules {
 				{"/etc/matplotlibrc", "Debian's matplotlib reads its defaults here"},
 				{"/etc/localtime", "local time zone for datetime and pandas"},
 				{"/etc/timezone", "local time zone name"},
+				{record.PackagesMount, "the caller's package layer (SPEC §13), mounted read-only: the import system lists and reads it"},
 			},
 			LibraryWrite: []PythonEntry{
 				{"/tmp/.mpl", "matplotlib's font cache (MPLCONFIGDIR); the runner also trusts $MPLCONFIGDIR, set by the supervisor"},

@@ -28,6 +28,7 @@ func Checks() []Check {
 		{"sessions", checkSessions},
 		{"auth", checkAuth},
 		{"egress", checkEgress},
+		{"packages", checkPackages},
 		{"seccomp", func(c Config) error { return SeccompFilter(c.Seccomp).Validate() }},
 	}
 }

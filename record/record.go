@@ -91,7 +91,18 @@ type Request struct {
 	// to these host patterns (a tenant's entry in the tokens file); a
 	// pattern outside the profile's rules fails the run.
 	EgressHosts []string
+	// Packages is the host directory of the caller's package layer (SPEC
+	// §13), mounted read-only at PackagesMount and appended to sys.path
+	// after the rootfs and the runner; "" for none. A run with a layer
+	// starts a fresh container (the layer is not yet attached to forked
+	// jails).
+	Packages string
 }
+
+// PackagesMount is where a run's package layer appears inside the jail:
+// under the per-jail /tmp, so that the mount point never has to exist in
+// the (read-only, shared) rootfs.
+const PackagesMount = "/tmp/.pyjail-packages"
 
 // WorkspaceMount is where the workspace appears inside the jail; it is
 // also the working directory of code that has a workspace.

@@ -49,9 +49,14 @@ type BuildOptions struct {
 	// Packages are installed with their dependencies; default
 	// DefaultPackages().
 	Packages []string
+	// Extra is the operator's recipe (rootfs build --packages, --recipe):
+	// packages installed besides Packages and modules imported besides
+	// Imports. The manifest records it.
+	Extra Recipe
 	// Drop lists installed packages to remove again, with everything only
 	// they pulled in; default DefaultDrop(). nil means the default, an
-	// empty non-nil slice drops nothing.
+	// empty non-nil slice drops nothing. A package that Packages or Extra
+	// names is never dropped: asking for it wins.
 	Drop []string
 	// Imports are Python modules the finished tree must import; default
 	// DefaultImports().
@@ -73,22 +78,87 @@ type BuildOptions struct {
 	Tool string
 }
 
-// DefaultPackages is what the rootfs holds: Python with the scientific
-// stack the profiles put in scope, the BLAS numpy and scipy use, a zone
-// database for datetime, and the font matplotlib renders text with.
-func DefaultPackages() []string {
-	return []string{
-		"python3",
-		"python3-numpy",
-		"python3-pandas",
-		"python3-scipy",
-		"python3-sympy",
-		"python3-matplotlib",
+// recipePackage is one Debian package of the default recipe, with the
+// modules Build imports to check that it works and why users need it.
+type recipePackage struct {
+	Name    string
+	Imports []string
+	Why     string
+}
+
+// defaultRecipe is what the rootfs holds: Python with the scientific stack
+// the profiles put in scope, and the data-science set that the anchors'
+// code-interpreter templates ship, wherever Debian packages it (the README
+// lists what they ship and Debian lacks). None of these is imported by the
+// fork servers' preloads (numpy, pandas, scipy, sympy, matplotlib) at
+// import time, so they add disk, not warm-start cost: pandas 1.5 imports
+// numexpr and bottleneck at import time and sympy gmpy2, which is why
+// those three stay out.
+func defaultRecipe() []recipePackage {
+	return []recipePackage{
+		{"python3", []string{"zoneinfo", "sqlite3", "decimal"}, "the interpreter"},
+		// The stack the profiles put in scope.
+		{"python3-numpy", []string{"numpy"}, "arrays; in calc scope as np"},
+		{"python3-pandas", []string{"pandas"}, "data frames; in calc scope as pd"},
+		{"python3-scipy", []string{"scipy.linalg", "scipy.optimize", "scipy.stats", "scipy.signal", "scipy.sparse", "scipy.integrate", "scipy.interpolate"}, "scientific computing; in calc scope"},
+		{"python3-sympy", []string{"sympy"}, "symbolic maths; in calc scope"},
+		{"python3-matplotlib", []string{"matplotlib.pyplot"}, "plots, rendered to files with Agg"},
 		// The threaded OpenBLAS; the jail pins its thread count to the CPU quota.
-		"libopenblas0-pthread",
-		"tzdata",
-		"fonts-dejavu-core",
+		{"libopenblas0-pthread", nil, "the BLAS numpy and scipy use"},
+		{"tzdata", nil, "the zone database for zoneinfo and pandas"},
+		{"fonts-dejavu-core", nil, "the font matplotlib renders text with"},
+		// Modelling and statistics.
+		{"python3-sklearn", []string{"sklearn.linear_model", "sklearn.ensemble", "sklearn.model_selection"}, "scikit-learn: machine learning"},
+		{"python3-statsmodels", []string{"statsmodels.api"}, "statistical models and tests"},
+		{"python3-seaborn", []string{"seaborn"}, "statistical plots on matplotlib"},
+		{"python3-plotly", []string{"plotly.graph_objects"}, "interactive figures, written as HTML or JSON"},
+		{"python3-networkx", []string{"networkx"}, "graphs"},
+		{"python3-skimage", []string{"skimage.filters"}, "scikit-image: image processing"},
+		{"python3-imageio", []string{"imageio"}, "reading and writing images"},
+		{"python3-pil", []string{"PIL.Image"}, "Pillow: images (matplotlib needs it too)"},
+		{"python3-xarray", []string{"xarray"}, "labelled N-dimensional arrays"},
+		{"python3-nltk", []string{"nltk"}, "natural-language toolkit (without its downloadable corpora)"},
+		{"python3-joblib", []string{"joblib"}, "caching and parallel loops; scikit-learn uses it"},
+		{"python3-soundfile", []string{"soundfile"}, "reading and writing sound files"},
+		// Files users bring: spreadsheets, documents, web pages.
+		{"python3-openpyxl", []string{"openpyxl"}, "xlsx for pandas.read_excel and to_excel"},
+		{"python3-xlrd", []string{"xlrd"}, "legacy xls for pandas.read_excel"},
+		{"python3-xlsxwriter", []string{"xlsxwriter"}, "xlsx writing with charts and formats"},
+		{"python3-docx", []string{"docx"}, "python-docx: Word documents"},
+		{"python3-pypdf", []string{"pypdf"}, "reading and splitting PDF files"},
+		{"python3-bs4", []string{"bs4"}, "BeautifulSoup: HTML parsing"},
+		{"python3-lxml", []string{"lxml.etree", "lxml.html"}, "fast XML and HTML; pandas.read_html and read_xml use it"},
+		{"python3-html5lib", []string{"html5lib"}, "a browser-grade HTML parser for BeautifulSoup and pandas"},
+		{"python3-yaml", []string{"yaml"}, "PyYAML"},
+		{"python3-jinja2", []string{"jinja2"}, "templates; pandas' Styler renders with it"},
+		{"python3-tabulate", []string{"tabulate"}, "text tables; pandas.to_markdown uses it"},
+		// Clients and utilities that code written for the anchors imports.
+		// A jail has no network unless its profile has egress (§12); these
+		// import everywhere and connect only where a policy allows.
+		{"python3-requests", []string{"requests"}, "HTTP client"},
+		{"python3-aiohttp", []string{"aiohttp"}, "asynchronous HTTP client"},
+		{"python3-urllib3", []string{"urllib3"}, "HTTP library requests is built on"},
+		{"python3-tornado", []string{"tornado"}, "asynchronous networking library"},
+		{"python3-tz", []string{"pytz"}, "pytz time zones"},
+		{"python3-dateutil", []string{"dateutil.parser"}, "date parsing (pandas needs it too)"},
+		{"python3-tqdm", []string{"tqdm"}, "progress bars"},
+		{"python3-pytest", []string{"pytest"}, "tests for code the model writes"},
+		// Sessions checkpoint user state with dill (issue 21).
+		{"python3-dill", []string{"dill"}, "pickles what pickle cannot: sessions checkpoint with it"},
+		// pip as a wheel file, which nothing imports: it is not on sys.path
+		// (pruneRules removes the importable pip); install_packages runs it
+		// from the wheel in a jail of its own.
+		{"python3-pip-whl", nil, "pip for per-tenant installs, outside sys.path"},
 	}
+}
+
+// DefaultPackages is the default recipe's Debian packages.
+func DefaultPackages() []string {
+	var out []string
+	for _, p := range defaultRecipe() {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // DefaultDrop lists packages that the defaults pull in as hard
@@ -101,9 +171,8 @@ func DefaultDrop() []string {
 		"python3-pythran",
 		// matplotlib's Tk backend: a jail has no display; Agg renders files.
 		"python3-pil.imagetk",
-		// fontTools' XML and Unicode-data helpers (libxml2 with ICU, 75 MiB);
-		// matplotlib uses fontTools only to subset fonts.
-		"python3-lxml",
+		// fontTools' Unicode-data helper; matplotlib uses fontTools only to
+		// subset fonts.
 		"unicode-data",
 		// A one-shot /usr-merge converter (and perl); the tree is merged.
 		"usrmerge",
@@ -114,6 +183,10 @@ func DefaultDrop() []string {
 		// database Build removes: the package manager and the perl and
 		// debconf its maintainer scripts run.
 		"dpkg", "debconf", "perl-base",
+		// tenacity's (plotly's) build-time version helper. It brings
+		// setuptools, whose distutils-precedence.pth would run at every
+		// interpreter start and add a module to every preload.
+		"python3-pbr", "python3-setuptools",
 		// Mail-client MIME handlers (and perl), which PIL accepts instead
 		// of its Tk module; Python's mimetypes reads media-types' file.
 		"mime-support", "mailcap",
@@ -123,11 +196,11 @@ func DefaultDrop() []string {
 // DefaultImports are the modules Build imports in the finished tree to
 // check that nothing they need was dropped or pruned.
 func DefaultImports() []string {
-	return []string{
-		"numpy", "pandas", "scipy.linalg", "scipy.optimize", "scipy.stats",
-		"scipy.signal", "scipy.sparse", "scipy.integrate", "scipy.interpolate",
-		"sympy", "matplotlib.pyplot", "zoneinfo", "sqlite3", "decimal",
+	var out []string
+	for _, p := range defaultRecipe() {
+		out = append(out, p.Imports...)
 	}
+	return out
 }
 
 // recipe is BuildOptions with every default filled in.
@@ -136,6 +209,7 @@ type recipe struct {
 	sources          []string
 	packages, drop   []string
 	imports          []string
+	extra            Recipe
 	ids              policy.IDMap
 	log              *slog.Logger
 	progress         io.Writer
@@ -146,6 +220,7 @@ func (opt BuildOptions) resolve() (*recipe, error) {
 	r := &recipe{
 		dir: opt.Dir, suite: opt.Suite, sources: opt.Sources, packages: opt.Packages,
 		drop: opt.Drop, imports: opt.Imports, ids: opt.IDs, log: opt.Log, progress: opt.Progress,
+		extra: opt.Extra,
 	}
 	host := opt.HostRoot
 	if host == "" {
@@ -174,6 +249,19 @@ func (opt BuildOptions) resolve() (*recipe, error) {
 	if r.imports == nil {
 		r.imports = DefaultImports()
 	}
+	for _, p := range r.extra.Packages {
+		if err := checkPackageName(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range r.extra.Imports {
+		if !moduleName.MatchString(m) {
+			return nil, fmt.Errorf("%q is not a Python module name", m)
+		}
+	}
+	all := Recipe{Packages: r.packages, Imports: r.imports}.Merge(r.extra)
+	r.packages, r.imports = all.Packages, all.Imports
+	r.drop = slices.DeleteFunc(slices.Clone(r.drop), func(d string) bool { return slices.Contains(r.packages, d) })
 	if r.arch = debianArch(runtime.GOARCH); r.arch == "" {
 		return nil, fmt.Errorf("no Debian architecture for GOARCH %q", runtime.GOARCH)
 	}

@@ -140,6 +140,10 @@ func Build(ctx context.Context, opt BuildOptions) (m *Manifest, err error) {
 		return nil, err
 	}
 	r.step("pruned", logKeyCount, n+tests+len(removed))
+	pythonDists, err := PythonDistributions(tmp)
+	if err != nil {
+		return nil, err
+	}
 
 	// 6. Write /etc for the sandbox user and create the mountpoints.
 	if err := writeEtc(tmp, r); err != nil {
@@ -175,8 +179,10 @@ func Build(ctx context.Context, opt BuildOptions) (m *Manifest, err error) {
 	// 10. Hash the tree and write the manifest.
 	r.step("hashing the tree")
 	m = &Manifest{
+		Extra:  extraOrNil(r.extra),
 		Recipe: RecipeVersion, RecipeKey: key, Suite: r.suite, Arch: r.arch, Sources: r.sources,
 		Tool: toolVersion, Requested: r.packages, Packages: map[string]string{},
+		Python: pythonDists, Imports: r.imports,
 		BuiltAt: start.UTC().Truncate(time.Second),
 	}
 	for n := range keep {
@@ -278,7 +284,14 @@ func bootstrap(ctx context.Context, r *recipe, tool, dir string) error {
 	default:
 		return fmt.Errorf("unknown bootstrap tool %q", tool)
 	}
-	return run(ctx, r, tool, args...)
+	out, err := runTail(ctx, r, tool, args...)
+	if err != nil && ctx.Err() == nil {
+		if missing := missingPackages(out); len(missing) > 0 {
+			return fmt.Errorf("%w: %s has no package %s (apt-cache policy NAME on a %s host shows what exists)",
+				ErrNoPackage, r.suite, quoteList(missing), r.suite)
+		}
+	}
+	return err
 }
 
 // stripOptions removes "[...]" from a one-line apt source.
@@ -291,39 +304,43 @@ func stripOptions(line string) string {
 	return line
 }
 
-// run runs a command with the build's output handling: with Progress the
-// command writes to it directly (a terminal keeps mmdebstrap's progress
-// bars); without, output is kept and its tail ends up in the error.
+// run runs a command with the build's output handling: its output goes
+// to Progress, if set, and its tail ends up in the error. Both streams go
+// through one writer, a pipe, so exec serializes the writes (and
+// mmdebstrap prints lines rather than progress bars).
 func run(ctx context.Context, r *recipe, name string, args ...string) error {
+	_, err := runTail(ctx, r, name, args...)
+	return err
+}
+
+// runTail is run that also returns the tail of the output, for callers
+// that look for a known failure in it.
+func runTail(ctx context.Context, r *recipe, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	// SIGTERM first: mmdebstrap unmounts /proc, /sys and /dev from the
 	// tree on a signal, and a killed one leaves them mounted.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = toolWaitDelay
 	tail := &tailBuffer{max: 8 << 10}
-	switch w := r.progress.(type) {
-	case nil:
-		cmd.Stdout, cmd.Stderr = tail, tail
-	case *os.File:
-		cmd.Stdout, cmd.Stderr = w, w
-	default:
-		// One writer for both, so exec serializes the writes.
-		mw := io.MultiWriter(w, tail)
-		cmd.Stdout, cmd.Stderr = mw, mw
+	var w io.Writer = tail
+	if r.progress != nil {
+		w = io.MultiWriter(r.progress, tail)
 	}
+	cmd.Stdout, cmd.Stderr = w, w
 	start := time.Now()
 	err := cmd.Run()
 	r.log.Debug("ran", logKeyTool, name, logKeyDuration, time.Since(start).Round(time.Millisecond))
+	out := tail.String()
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("running %s: %w", filepath.Base(name), ctx.Err())
+			return out, fmt.Errorf("running %s: %w", filepath.Base(name), ctx.Err())
 		}
-		if s := strings.TrimSpace(tail.String()); s != "" {
-			return fmt.Errorf("running %s: %w; its output ended with:\n%s", filepath.Base(name), err, s)
+		if s := strings.TrimSpace(out); s != "" {
+			return out, fmt.Errorf("running %s: %w; its output ended with:\n%s", filepath.Base(name), err, s)
 		}
-		return fmt.Errorf("running %s: %w", filepath.Base(name), err)
+		return out, fmt.Errorf("running %s: %w", filepath.Base(name), err)
 	}
-	return nil
+	return out, nil
 }
 
 // runChroot runs argv inside the tree at root, as root, with a minimal

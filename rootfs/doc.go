@@ -20,13 +20,15 @@
 // order, in a temporary sibling of the target directory:
 //  1. skip the build if the target holds a tree of the same recipe (suite,
 //     sources, package lists, RecipeVersion) that passes VerifyMetadata;
-//  2. bootstrap the Essential set plus the packages with mmdebstrap (or
-//     debootstrap) from the host's apt sources, documentation excluded;
+//  2. bootstrap the Essential set plus the packages (the default recipe
+//     and the operator's, see Recipe) with mmdebstrap (or debootstrap)
+//     from the host's apt sources, documentation excluded; a name the
+//     archive lacks fails the build with ErrNoPackage naming it;
 //  3. read the package database;
 //  4. drop the packages only compilers or a display need (DefaultDrop)
 //     and everything only they pulled in, then refresh the loader cache;
 //  5. prune package-manager state, documentation, translations, pip and
-//     the libraries' test suites;
+//     the libraries' test suites, then list the Python distributions;
 //  6. write /etc as for the host rootfs and create every mountpoint;
 //  7. import the scientific stack as the sandbox user;
 //  8. harden: remove device nodes, setuid/setgid bits, file capabilities

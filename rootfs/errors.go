@@ -18,6 +18,9 @@ var (
 	// ErrNeedRoot means building needs the privileges of the real root:
 	// only root can create the root-owned tree the jail expects.
 	ErrNeedRoot = errors.New("building a rootfs needs root (run it with sudo)")
+	// ErrNoPackage means the suite's archive has no package of a name the
+	// recipe asks for.
+	ErrNoPackage = errors.New("no such Debian package")
 	// ErrUnsupported means this operating system cannot build or hash a
 	// rootfs.
 	ErrUnsupported = errors.New("rootfs builds need Linux")

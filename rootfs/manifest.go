@@ -46,6 +46,14 @@ type Manifest struct {
 	Sources   []string `json:"sources"`
 	Tool      string   `json:"tool"`
 	Requested []string `json:"requested"`
+	// Extra is the operator's recipe, included in Requested and Imports;
+	// nil for the default rootfs.
+	Extra *Recipe `json:"extra,omitempty"`
+	// Imports are the modules the build imported as a check.
+	Imports []string `json:"imports,omitempty"`
+	// Python maps every Python distribution in the tree (what
+	// importlib.metadata finds) to its version.
+	Python map[string]string `json:"python,omitempty"`
 	// Dropped lists packages apt installed as hard dependencies and the
 	// build removed again (compilers, GUI toolkits).
 	Dropped []string `json:"dropped,omitempty"`

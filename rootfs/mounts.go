@@ -59,6 +59,9 @@ type MountSpec struct {
 	// Workspace is the host directory mounted at record.WorkspaceMount, or
 	// "" for a jail without one.
 	Workspace string
+	// Packages is the host directory mounted read-only at
+	// record.PackagesMount, or "" for none.
+	Packages string
 }
 
 // Mounts returns the mount table of a jail on l, in mount order: the
@@ -95,6 +98,12 @@ func (l *Layout) Mounts(s MountSpec) []Mount {
 			NoSuid: true, NoDev: true, NoExec: true,
 			Why: "the only writable host directory; noexec: code may write files but never run them as binaries",
 		})
+	}
+	if s.Packages != "" {
+		// After /tmp, which holds its mount point. Not noexec: wheels
+		// carry native extensions, which are mapped executable.
+		mounts = append(mounts, roBind(s.Packages, record.PackagesMount,
+			"the caller's package layer: root-owned, read-only, after the rootfs on sys.path"))
 	}
 	return mounts
 }

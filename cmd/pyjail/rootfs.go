@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -17,7 +20,8 @@ import (
 )
 
 const rootfsUsage = `Usage:
-  pyjail rootfs build  [--dir DIR] [--suite S] [--force]   build a Python rootfs from Debian packages
+  pyjail rootfs build  [--dir DIR] [--suite S] [--packages A,B] [--recipe FILE] [--force]
+                                                          build a Python rootfs from Debian packages
   pyjail rootfs verify [--dir DIR] [--quick]               recompute its tree hash and name what changed
   pyjail rootfs info   [--dir DIR] [--json]                print its manifest
 `
@@ -36,6 +40,8 @@ func cmdRootfs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case "build":
 		suite := fs.String("suite", "", "Debian suite (default: the host's)")
 		force := fs.Bool("force", false, "rebuild even if the existing rootfs has the same recipe")
+		packages := fs.String("packages", "", "comma-separated Debian packages to add to the default set")
+		recipeFile := fs.String("recipe", "", "a recipe file: one Debian package per line, optionally followed by modules to import as a check")
 		if err := fs.Parse(rest); err != nil {
 			return exitUsage
 		}
@@ -44,7 +50,12 @@ func cmdRootfs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "pyjail rootfs: %v\n", err)
 			return exitUsage
 		}
-		opt := rootfs.BuildOptions{Dir: *dir, Suite: *suite, Force: *force, Log: log, IDs: policy.Default().IDMap}
+		extra, err := readRecipe(*packages, *recipeFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyjail rootfs build: %v\n", err)
+			return exitUsage
+		}
+		opt := rootfs.BuildOptions{Dir: *dir, Suite: *suite, Force: *force, Log: log, IDs: policy.Default().IDMap, Extra: extra}
 		// Progress on a terminal, quiet otherwise (CI logs stay short).
 		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			opt.Progress = stderr
@@ -98,13 +109,46 @@ func cmdRootfs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if m.Extra != nil {
+			fmt.Fprintf(stdout, "recipe:   %s", strings.Join(m.Extra.Packages, " "))
+			if len(m.Extra.Imports) > 0 {
+				fmt.Fprintf(stdout, " (imports %s)", strings.Join(m.Extra.Imports, " "))
+			}
+			fmt.Fprintln(stdout)
+		}
 		fmt.Fprintf(stdout, "packages: %d\n", len(names))
 		for _, n := range names {
 			fmt.Fprintf(stdout, "  %-40s %s\n", n, m.Packages[n])
+		}
+		dists := slices.Sorted(maps.Keys(m.Python))
+		fmt.Fprintf(stdout, "python distributions: %d\n", len(dists))
+		for _, n := range dists {
+			fmt.Fprintf(stdout, "  %-40s %s\n", n, m.Python[n])
 		}
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "pyjail rootfs: unknown subcommand %q\n%s", sub, rootfsUsage)
 		return exitUsage
 	}
+}
+
+// readRecipe merges the --packages list and the --recipe file.
+func readRecipe(list, file string) (rootfs.Recipe, error) {
+	r, err := rootfs.ParsePackageList(list)
+	if err != nil {
+		return r, fmt.Errorf("--packages: %w", err)
+	}
+	if file == "" {
+		return r, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return r, fmt.Errorf("opening recipe: %w", err)
+	}
+	defer f.Close()
+	fr, err := rootfs.ParseRecipe(f, file)
+	if err != nil {
+		return r, err
+	}
+	return r.Merge(fr), nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/pyjail/pyjail/mcpserver/tokens"
 	"github.com/pyjail/pyjail/mcpserver/validate"
 	"github.com/pyjail/pyjail/mcpserver/validatepool"
+	"github.com/pyjail/pyjail/packages"
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
@@ -294,9 +295,63 @@ func (sv *serving) newServer() error {
 		// through the tenant directories as their own root.
 		scfg.TenantDirMode = 0o711
 	}
+	if err := sv.packageInstaller(&scfg); err != nil {
+		return err
+	}
 	var err error
 	sv.srv, err = mcpserver.New(scfg)
 	return err
+}
+
+// packageInstaller wires install_packages (SPEC §13) where the config
+// names an index: the shared wheel cache (packages.cache_dir, else
+// beside the tenants or the snapshots), the local tenant's layer beside
+// its snapshots, and the rootfs's distributions, which no layer may
+// replace.
+func (sv *serving) packageInstaller(scfg *mcpserver.Config) error {
+	pc := sv.cfg.Packages
+	// Over HTTP the tenants' layers live under the data directory; over
+	// stdio the local tenant's beside its snapshots.
+	base := sv.f.dataDir
+	if sv.f.http == "" {
+		base = ""
+		if sv.snapshots != "" {
+			base = filepath.Dir(sv.snapshots)
+		}
+	}
+	if base != "" {
+		scfg.PackagesDir = filepath.Join(base, "packages")
+	}
+	if pc.IndexURL == "" {
+		return nil
+	}
+	dir := pc.CacheDir
+	if dir == "" && base != "" {
+		dir = filepath.Join(base, "wheel-cache")
+	}
+	if dir == "" {
+		dir = filepath.Join(sv.cfg.StateDir, "wheel-cache")
+	}
+	cache, err := packages.OpenCache(dir)
+	if err != nil {
+		return err
+	}
+	dists, err := rootfs.PythonDistributions(sv.layout.Root)
+	if err != nil {
+		return fmt.Errorf("listing the rootfs's Python distributions: %w", err)
+	}
+	keys := map[string]string{}
+	for n, v := range dists {
+		keys[packages.NormalizeName(n)] = v
+	}
+	scfg.Packages = &packages.Installer{Runner: sv.runner, Cache: cache, Config: pc, Rootfs: keys,
+		Logger: sv.log.With("component", "packages")}
+	if m, _ := filepath.Glob(filepath.Join(sv.layout.Root, "usr/share/python-wheels/pip-*.whl")); len(m) == 0 {
+		sv.log.Warn("packages.index_url is set but the rootfs has no pip wheel (python3-pip-whl): install_packages will refuse; build the rootfs with the default recipe",
+			"rootfs", sv.layout.Root)
+	}
+	sv.log.Info("package installs open", "index", pc.IndexURL, "cache", dir, "allow_builds", pc.AllowBuilds)
+	return nil
 }
 
 // serveStdio serves one client on stdin and stdout until it goes away or

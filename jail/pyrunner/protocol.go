@@ -84,6 +84,9 @@ type Boot struct {
 	AddressSpaceBytes int64 `json:"address_space_bytes,omitempty"`
 	// Workspace is the in-jail workspace path, or "" for none.
 	Workspace string `json:"workspace,omitempty"`
+	// Packages is the in-jail path of the caller's package layer, which
+	// the runner appends to sys.path (after the rootfs's own), or "".
+	Packages string `json:"packages,omitempty"`
 	// ValueBytes caps the repr of the last expression.
 	ValueBytes int `json:"value_bytes"`
 	// ImageBytes caps the total size of captured figures.

@@ -168,6 +168,11 @@ def main():
     cin = os.fdopen(wire.FD_CONTROL_IN, "r")
     cout = os.fdopen(wire.FD_CONTROL_OUT, "w")
     boot = wire.read_msg(cin)
+    if boot.get("packages"):
+        # Last on sys.path: a layer's distribution never shadows the
+        # rootfs's, and its code is not under /usr, so the fence does not
+        # count it as trusted library code.
+        sys.path.append(boot["packages"])
     if boot.get("session") and not boot.get("fork_server"):
         # A session that was not forked (the runner's own tests): fd 5 is
         # its sync socket.

@@ -80,6 +80,10 @@ type Quota struct {
 	WorkspaceFiles int   `json:"workspace_files,omitempty"`
 	Snapshots      int   `json:"snapshots,omitempty"`
 	SnapshotBytes  int64 `json:"snapshot_bytes,omitempty"`
+	// PackagesBytes and Packages bound the tenant's package layer (bytes
+	// and distributions, SPEC §13).
+	PackagesBytes int64 `json:"packages_bytes,omitempty"`
+	Packages      int   `json:"packages,omitempty"`
 }
 
 // quotaKey names one Quota field in both file formats and in --quota.
@@ -99,6 +103,8 @@ var quotaKeys = []quotaKey{
 	{"workspace_files", false, func(q Quota) int64 { return int64(q.WorkspaceFiles) }, func(q *Quota, v int64) { q.WorkspaceFiles = int(v) }},
 	{"snapshots", false, func(q Quota) int64 { return int64(q.Snapshots) }, func(q *Quota, v int64) { q.Snapshots = int(v) }},
 	{"snapshot_bytes", true, func(q Quota) int64 { return q.SnapshotBytes }, func(q *Quota, v int64) { q.SnapshotBytes = v }},
+	{"packages_bytes", true, func(q Quota) int64 { return q.PackagesBytes }, func(q *Quota, v int64) { q.PackagesBytes = v }},
+	{"packages", false, func(q Quota) int64 { return int64(q.Packages) }, func(q *Quota, v int64) { q.Packages = int(v) }},
 }
 
 func lookupQuotaKey(name string) (quotaKey, bool) {
