@@ -80,13 +80,15 @@ vm-test: build rootfs
 # Writes bin/image/oci (OCI layout), bin/image/pyjail.oci.tar (oci-archive),
 # bin/image/digest and bin/image/packages.txt.
 IMAGE_OUT         ?= bin/image
+# Where the mmdebstrap base tar is kept (CI: /var/cache/pyjail/image).
+IMAGE_BASE_DIR    ?= $(IMAGE_OUT)
 IMAGE_SOURCE      ?= https://github.com/pyjail/pyjail
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 export SOURCE_DATE_EPOCH
 image: build rootfs
 	./bin/pyjail rootfs verify --dir $(ROOTFS) >/dev/null
 	$(GO) build -trimpath -o bin/pyjail-image ./cmd/pyjail-image
-	./bin/pyjail-image -base "$$(bash scripts/image-base.sh $(IMAGE_OUT))" -binary bin/pyjail \
+	./bin/pyjail-image -base "$$(bash scripts/image-base.sh $(IMAGE_BASE_DIR))" -binary bin/pyjail \
 		-rootfs $(ROOTFS) -out $(IMAGE_OUT) -cache $(IMAGE_OUT)/cache -source $(IMAGE_SOURCE) \
 		-revision "$$(git rev-parse HEAD)" -version $(VERSION) > $(IMAGE_OUT)/build.txt
 	@tail -n 1 $(IMAGE_OUT)/build.txt

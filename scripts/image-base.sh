@@ -8,11 +8,18 @@
 # so the same tree serves every image build until one of them changes, and
 # a build from a clean tree on another day gets what the archive holds then.
 #
-#   scripts/image-base.sh OUTDIR
+#   scripts/image-base.sh OUTDIR      (BASE_EPOCH overrides the epoch)
 set -euo pipefail
 out=${1:?usage: image-base.sh OUTDIR}
-: "${SOURCE_DATE_EPOCH:?SOURCE_DATE_EPOCH must be set}"
-export SOURCE_DATE_EPOCH
+# The base's own epoch: the time of this script's last commit, not the
+# image's SOURCE_DATE_EPOCH, so that one base serves every commit until
+# the recipe changes (CI keeps it in /var/cache/pyjail/image). The image
+# builder clamps every mtime to the image's epoch anyway.
+if [ -z "${BASE_EPOCH:-}" ]; then
+  BASE_EPOCH=$(git log -1 --format=%ct -- "$0" 2>/dev/null || true)
+  BASE_EPOCH=${BASE_EPOCH:-${SOURCE_DATE_EPOCH:?SOURCE_DATE_EPOCH or BASE_EPOCH must be set}}
+fi
+export SOURCE_DATE_EPOCH=$BASE_EPOCH
 SUITE=bookworm
 # libseccomp2: pyjail links it (cgo). ca-certificates: sign-in's JWKS and
 # introspection fetches over TLS. Nothing else: the jails' Python lives in
