@@ -6,7 +6,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: build test test-kubernetes e2e scaleout lint lint-full bench clean rootfs vm-test
+.PHONY: image image-play build test test-kubernetes e2e scaleout lint lint-full bench clean rootfs vm-test
 
 build:
 	$(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS)" -o bin/pyjail ./cmd/pyjail
@@ -77,6 +77,27 @@ vm-test: build rootfs
 	VM_RUN_rootless='$(VM_ROOTLESS_TESTS)' VM_PROPS_rootless='$(VM_ROOTLESS_PROPS)' \
 	VM_ENV_rootless='PYJAIL_TEST_ROOTLESS=1 PYJAIL_TEST_RUN_DIR=/run/pyjail-rootless PYJAIL_TEST_MANY_RUNS=$(VM_MANY_RUNS)' \
 	VM_TIMEOUT=$(VM_TIMEOUT) VM_TEST_TIMEOUT=$(VM_TEST_TIMEOUT) VM_ROOTFS=$(ROOTFS) bash test/vm/run.sh
+
+# The OCI image (image/, cmd/pyjail-image): a minimal Debian base from
+# mmdebstrap (scripts/image-base.sh, cached by its recipe), the binary and
+# the built rootfs at /var/lib/pyjail/rootfs, assembled with
+# go-containerregistry, no daemon. SOURCE_DATE_EPOCH (default: the last
+# commit's time) fixes every timestamp: the same inputs, the same digest.
+# Writes bin/image/oci (OCI layout), bin/image/pyjail.oci.tar (oci-archive),
+# bin/image/digest and bin/image/packages.txt.
+IMAGE_OUT         ?= bin/image
+# Where the mmdebstrap base tar is kept (CI: /var/cache/pyjail/image).
+IMAGE_BASE_DIR    ?= $(IMAGE_OUT)
+IMAGE_SOURCE      ?= https://github.com/pyjail/pyjail
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+image: build rootfs
+	./bin/pyjail rootfs verify --dir $(ROOTFS) >/dev/null
+	$(GO) build -trimpath -o bin/pyjail-image ./cmd/pyjail-image
+	./bin/pyjail-image -base "$$(bash scripts/image-base.sh $(IMAGE_BASE_DIR))" -binary bin/pyjail \
+		-rootfs $(ROOTFS) -out $(IMAGE_OUT) -cache $(IMAGE_OUT)/cache -source $(IMAGE_SOURCE) \
+		-revision "$$(git rev-parse HEAD)" -version $(VERSION) > $(IMAGE_OUT)/build.txt
+	@tail -n 1 $(IMAGE_OUT)/build.txt
 
 # Build (or confirm, in well under a second) the Debian rootfs.
 rootfs: build

@@ -83,6 +83,7 @@ func TestDependencies(t *testing.T) {
 		runtimes     = "github.com/opencontainers"
 		libseccomp   = "github.com/seccomp/libseccomp-golang"
 		unixPkg      = "golang.org/x/sys/unix"
+		ggcr         = "github.com/google/go-containerregistry"
 	)
 	for name, tc := range map[string]struct {
 		pattern   string
@@ -100,7 +101,7 @@ func TestDependencies(t *testing.T) {
 		"workspace":     {pattern: "./workspace/...", forbidden: []string{libcontainer, mcpGo, jailPkgs}},
 		"jail/pyrunner": {pattern: "./jail/pyrunner", forbidden: []string{libcontainer}},
 		// Plain authentication data the HTTP layer consults.
-		"mcpserver/tokens": {pattern: "./mcpserver/tokens", forbidden: []string{runtimes, mcpGo, libseccomp, unixPkg}, ownOnly: true, noCgo: true},
+		"mcpserver/tokens": {pattern: "./mcpserver/tokens", forbidden: []string{runtimes, mcpGo, libseccomp}, ownOnly: true},
 		// Sign-in judges tokens and knows nothing of MCP or of jails: the
 		// HTTP layer adapts it. Of the project it may use the config data
 		// (policy) and the tenant model (mcpserver/tokens), nothing else.
@@ -117,6 +118,12 @@ func TestDependencies(t *testing.T) {
 		// through rootfs.
 		"packages": {pattern: "./packages", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp},
 			ownOnly: true, mayLink: []string{module + "/policy", module + "/record", module + "/rootfs"}},
+		// The image builder reads files and writes an OCI image: nothing
+		// of the project, no runtime, no MCP (it never starts a jail).
+		"image": {pattern: "./image", forbidden: []string{runtimes + "/runc", runtimes + "/cgroups", mcpGo, libseccomp}, ownOnly: true},
+		// The server links no image-building code: go-containerregistry
+		// is for make image only.
+		"cmd/pyjail": {pattern: "./cmd/pyjail", forbidden: []string{ggcr}},
 		// A pure-Go leaf the MCP layer adapts, not the other way round.
 		"mcpserver/validate": {pattern: "./mcpserver/validate", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp}, noCgo: true},
 	} {

@@ -369,17 +369,38 @@ func VerifyWith(dir string, mode VerifyMode) (*Manifest, error) {
 	if err != nil {
 		return m, fmt.Errorf("verifying %q: %w", dir, err)
 	}
-	if want, err = ownersAsSeenHere(want); err != nil {
+	seen, err := ownersAsSeenHere(want)
+	if err != nil {
 		return m, fmt.Errorf("verifying %q: %w", dir, err)
 	}
 	got, err := listTree(dir, mode == VerifyFull)
 	if err != nil {
 		return m, fmt.Errorf("verifying %q: %w", dir, err)
 	}
-	if d := diffListings(want, got, mode == VerifyFull); d != "" {
+	if d := diffOwnersEither(want, seen, got, mode == VerifyFull); d != "" {
 		return m, fmt.Errorf("verifying %q: %w: %s", dir, ErrVerify, d)
 	}
 	return m, nil
+}
+
+// diffOwnersEither compares got with the listing as seen from this user
+// namespace (seen) and, when that differs, with the owners exactly as
+// recorded (recorded). The second one is a container image's rootfs: the
+// engine shifts the image's files into the container's user namespace, so
+// a tree the build owned as root is owned by the container's root, as
+// recorded, not by the overflow id a host directory would show. Either
+// way every other attribute must match, and an entry owned by any id other
+// than the recorded one (a jail's uid, say) fails both. The error names the
+// differences from seen, the listing a host directory must match.
+func diffOwnersEither(recorded, seen, got listing, content bool) string {
+	d := diffListings(seen, got, content)
+	if d == "" {
+		return ""
+	}
+	if diffListings(recorded, got, content) == "" {
+		return ""
+	}
+	return d
 }
 
 // diffListings describes how got differs from want, or returns "" when

@@ -297,3 +297,38 @@ func TestOwnersInUserNamespace(t *testing.T) {
 		t.Error("translateOwners changed its input")
 	}
 }
+
+// TestOwnersEitherImageOrHost checks the two owner views a verification in
+// a user namespace accepts: a host directory (unmapped owners show as the
+// overflow id) and an image's layer shifted by the engine (owners as
+// recorded), and that neither lets through an entry re-owned to another id
+// or a changed mode.
+func TestOwnersEitherImageOrHost(t *testing.T) {
+	recorded := listing{
+		{Path: "/", Type: 'd', Mode: 0o755, UID: 0, GID: 0},
+		{Path: "/usr/bin/python3", Type: 'f', Mode: 0o755, UID: 0, GID: 0},
+	}
+	seen := listing{
+		{Path: "/", Type: 'd', Mode: 0o755, UID: 65534, GID: 65534},
+		{Path: "/usr/bin/python3", Type: 'f', Mode: 0o755, UID: 65534, GID: 65534},
+	}
+	reowned := listing{recorded[0], {Path: "/usr/bin/python3", Type: 'f', Mode: 0o755, UID: 17384, GID: 0}}
+	chmodded := listing{seen[0], {Path: "/usr/bin/python3", Type: 'f', Mode: 0o777, UID: 65534, GID: 65534}}
+	mixed := listing{recorded[0], seen[1]}
+	for _, c := range []struct {
+		name string
+		got  listing
+		ok   bool
+	}{
+		{"host directory", seen, true},
+		{"image layer", recorded, true},
+		{"re-owned to a jail uid", reowned, false},
+		{"chmod-ed", chmodded, false},
+		{"half of each", mixed, false},
+	} {
+		d := diffOwnersEither(recorded, seen, c.got, false)
+		if (d == "") != c.ok {
+			t.Errorf("%s: diff %q, want ok=%v", c.name, d, c.ok)
+		}
+	}
+}

@@ -7,10 +7,19 @@
 #   bash scripts/setup.sh --vm   # also what `make vm-test` needs (qemu and
 #                                # Debian's kernel, whose image and initrd
 #                                # the cgroup v2 test VM boots) and vagrant
+#   bash scripts/setup.sh --image  # also what `make image` and the image
+#                                # test need (mmdebstrap, podman, runc)
+# The flags combine: setup.sh --vm --image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-vm=0
-[ "${1:-}" = --vm ] && vm=1
+vm=0 image=0
+for a in "$@"; do
+  case $a in
+    --vm) vm=1 ;;
+    --image) image=1 ;;
+    *) echo "setup.sh: unknown flag $a (--vm, --image)" >&2; exit 2 ;;
+  esac
+done
 
 GO_VERSION=$(awk '/^go /{print $2}' go.mod)
 
@@ -36,6 +45,11 @@ command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # host that boots another kernel changes nothing there but /boot), and
 # mke2fs for the guest image; vagrant, to validate the Vagrantfile.
 [ "$vm" = 1 ] && PKGS+=(qemu-system-x86 linux-image-amd64 e2fsprogs vagrant)
+# The container image (make image) and its test (test/image_test.go):
+# mmdebstrap builds the base, podman runs the image with runc (crun refuses
+# cgroup v1 and hybrid hosts), uidmap gives podman newuidmap for
+# --userns=auto, and kubectl renders deploy/kubernetes when it is there.
+[ "$image" = 1 ] && PKGS+=(mmdebstrap podman runc uidmap)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -50,6 +64,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" nginx "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
   fi
+fi
+
+# podman --userns=auto (kube play of hostUsers: false) takes the pod's ids
+# from the range of the user "containers".
+if [ "$image" = 1 ]; then
+  for f in /etc/subuid /etc/subgid; do
+    grep -q '^containers:' "$f" 2>/dev/null || echo 'containers:2147483647:2147483648' >> "$f"
+  done
 fi
 
 # 2. Go. Debian 12 ships Go 1.19, older than go.mod needs; the official
