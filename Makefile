@@ -94,6 +94,7 @@ export SOURCE_DATE_EPOCH
 image: build rootfs
 	./bin/pyjail rootfs verify --dir $(ROOTFS) >/dev/null
 	$(GO) build -trimpath -o bin/pyjail-image ./cmd/pyjail-image
+	mkdir -p $(IMAGE_OUT)
 	./bin/pyjail-image -base "$$(bash scripts/image-base.sh $(IMAGE_BASE_DIR))" -binary bin/pyjail \
 		-rootfs $(ROOTFS) -out $(IMAGE_OUT) -cache $(IMAGE_OUT)/cache -source $(IMAGE_SOURCE) \
 		-revision "$$(git rev-parse HEAD)" -version $(VERSION) > $(IMAGE_OUT)/build.txt
