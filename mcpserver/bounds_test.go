@@ -549,7 +549,13 @@ func TestValidationCancelled(t *testing.T) {
 	c := newStdioClient(t, srv)
 	start := time.Now()
 	id := c.call(toolValidateJSON, rawArgs(`{"data":`+deepJSON(120, `"x"`)+`,"schema":{"$defs":{"n":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/n"}},{"type":"array","items":{"$ref":"#/$defs/n"}}]}},"$ref":"#/$defs/n"}}`))
-	time.Sleep(300 * time.Millisecond)
+	// Cancel once the call is in a worker (the pool counts it after the
+	// worker has started: a second or more on a loaded machine), so that
+	// the pool's own count of cancelled calls is what is checked below.
+	for deadline := time.Now().Add(liveness); pool.Status().Calls == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
 	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `}}`)
 	r := result(t, c.await(id))
 	if !r.IsError || !strings.Contains(text(&r), "cancelled") {

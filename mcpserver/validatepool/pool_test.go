@@ -161,6 +161,12 @@ func assertServes(t *testing.T, p *Pool) {
 	t.Helper()
 	start := time.Now()
 	out, err := p.Validate(t.Context(), Request{Schema: "user", Instance: []byte(`{"id": 1}`)})
+	// A pool with a short QueueTimeout (TestBusy's 100 ms) may still be
+	// refilling the slot of the call before, on a loaded machine longer
+	// than that: busy is an answer to wait on, within the same bound.
+	for errors.Is(err, ErrBusy) && time.Since(start) < liveSlack {
+		out, err = p.Validate(t.Context(), Request{Schema: "user", Instance: []byte(`{"id": 1}`)})
+	}
 	if err != nil {
 		t.Fatalf("an ordinary call after: %v", err)
 	}
