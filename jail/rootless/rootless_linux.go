@@ -141,6 +141,17 @@ func begin(parent int) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("rootless: setting no_new_privs: %w", err)
 	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("rootless: the new user namespace does not map its root (euid %d)", os.Geteuid())
+	}
+	return noteEntered()
+}
+
+// noteEntered notes that this execution runs rootless, with the host ids its
+// namespace's root maps to, and leaves that in the environment for a
+// later exec of this binary in the namespace (jail.SealSelf's
+// re-execution from a sealed copy), which must know it runs rootless too.
+func noteEntered() error {
 	uids, err := readIDMap("/proc/self/uid_map")
 	if err != nil {
 		return err
@@ -151,12 +162,10 @@ func begin(parent int) error {
 	}
 	u, ok1 := policy.Outside(uids, 0)
 	g, ok2 := policy.Outside(gids, 0)
-	if !ok1 || !ok2 || os.Geteuid() != 0 {
-		return fmt.Errorf("rootless: the new user namespace does not map its root (euid %d)", os.Geteuid())
+	if !ok1 || !ok2 {
+		return errors.New("rootless: the user namespace does not map its root")
 	}
 	entered, hostUID, hostGID = true, int(u), int(g)
-	// A later exec of this binary in the namespace (jail.SealSelf's
-	// re-execution from a sealed copy) must know it runs rootless too.
 	return os.Setenv(stageEnv, "sealed:0")
 }
 
@@ -170,21 +179,7 @@ func resume() error {
 	if os.Geteuid() != 0 || !InUserNS() {
 		return fmt.Errorf("rootless: %s=sealed outside a user namespace pyjail made (euid %d)", stageEnv, os.Geteuid())
 	}
-	uids, err := readIDMap("/proc/self/uid_map")
-	if err != nil {
-		return err
-	}
-	gids, err := readIDMap("/proc/self/gid_map")
-	if err != nil {
-		return err
-	}
-	u, ok1 := policy.Outside(uids, 0)
-	g, ok2 := policy.Outside(gids, 0)
-	if !ok1 || !ok2 {
-		return errors.New("rootless: this user namespace does not map its root")
-	}
-	entered, hostUID, hostGID = true, int(u), int(g)
-	return os.Setenv(stageEnv, "sealed:0")
+	return noteEntered()
 }
 
 // waitAndReexec is the child's first execution: its credentials were
