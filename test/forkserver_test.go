@@ -375,7 +375,9 @@ func TestForkServerRecycles(t *testing.T) {
 	p := openPool(t, e, withWarm(e.cfg, warm, record.ProfileFull))
 	first := forkStatus(t, p, record.ProfileFull).ForkServer.ID
 	seen := map[string]bool{}
-	deadline := time.Now().Add(60 * time.Second)
+	// A bound for a slow host, stretched under emulation (slow): a fork
+	// server's start there takes seconds, and two recycles need three.
+	deadline := time.Now().Add(slow(60 * time.Second))
 	for i := 0; time.Now().Before(deadline); i++ {
 		res, err := p.Run(t.Context(), record.Request{Profile: record.ProfileFull, Code: "import os; print(os.getpid())", Timeout: 20 * time.Second})
 		if err != nil {
