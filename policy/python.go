@@ -328,6 +328,7 @@ func deniedModules() []PythonEntry {
 		{"ctypes", "raw memory and C calls: " + interp},
 		{"curses", "terminal control of the supervisor's pipes"},
 		{"dbm", files},
+		{"dill", "unpickling calls any importable function; session checkpoints use it inside the runner, under their own rules"},
 		{"dis", "it hands out code objects without dunder access: " + interp},
 		{"distutils", "build tool: " + procs},
 		{"doctest", execStr},
