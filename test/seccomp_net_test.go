@@ -90,7 +90,9 @@ func TestSeccompNetworkModes(t *testing.T) {
 			t.Errorf("left behind: %v", left)
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Five pools boot at once; under emulation (slow) each fork server's
+	// preload takes tens of seconds.
+	ctx, cancel := context.WithTimeout(t.Context(), slow(2*time.Minute))
 	defer cancel()
 	if err := pool.WaitReady(ctx); err != nil {
 		t.Fatal(err)
