@@ -22,12 +22,13 @@ import (
 )
 
 // Stated bounds of the issue 11 tests. liveness is how long an answer may
-// take, with slack for a busy CI host: it is not a performance goal.
+// take, with slack for a busy host (a TCG VM beside the suite took one
+// million-column answer past 5 s): it is not a performance goal.
 // serverCPU bounds this process's own CPU for one hostile call (decoding,
 // screening, answering: linear work); workerCPU the validation worker's,
 // which the kernel kills at the 1 s budget.
 const (
-	liveness  = 5 * time.Second
+	liveness  = 15 * time.Second
 	serverCPU = 500 * time.Millisecond
 	workerCPU = 1500 * time.Millisecond
 )
