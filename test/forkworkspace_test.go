@@ -201,16 +201,43 @@ print(seen, os.getcwd())`)
 	}
 }
 
-// forkServerPids lists the processes that run as the jail user
-// namespace's root: the fork servers (their children drop to the sandbox
-// uid before any code runs).
+// forkServerPids lists the fork servers: the processes that run as the
+// jail user namespace's root and whose parent does not. A child forked
+// from a server is that root too for a moment (between its fork and the
+// privilege drop, when an attached child places its workspace in its own
+// mount namespace), and its parent is the server: it is left out.
 func forkServerPids(t *testing.T, e *testEnv) []int {
 	t.Helper()
 	pids := processesOfUID(t, e.cfg.IDMap.HostID)
-	if len(pids) == 0 {
+	jailRoot := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		jailRoot[pid] = true
+	}
+	var servers []int
+	for _, pid := range pids {
+		if !jailRoot[parentPid(pid)] {
+			servers = append(servers, pid)
+		}
+	}
+	if len(servers) == 0 {
 		t.Fatal("no fork server process found")
 	}
-	return pids
+	return servers
+}
+
+// parentPid is pid's parent as /proc/pid/status names it, 0 if pid is gone.
+func parentPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "PPid:" {
+			ppid, _ := strconv.Atoi(f[1])
+			return ppid
+		}
+	}
+	return 0
 }
 
 // TestForkedWorkspaceChildPrivileges: a child that attached its workspace
