@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -198,12 +197,15 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 
 	printReq := record.Request{Profile: record.Profile(opt.Profile), Code: codePrint}
 	base.Info("throughput phase: cold", "callers", opt.Concurrency, "duration", opt.Duration)
-	rep.Throughput = append(rep.Throughput, sustain(ctx, "pyjail cold", opt.Concurrency, opt.Duration, jailProbe(cold.Run, printReq)))
+	// Every jail of the bench lives under one cgroup parent; any of the
+	// three Jails reads it.
+	meter := cpuMeter{tree: cold.TreeCPU}
+	rep.Throughput = append(rep.Throughput, sustain(ctx, "pyjail cold", opt.Concurrency, opt.Duration, meter, jailProbe(cold.Run, printReq)))
 	if err := waitReady(ctx, pool); err != nil {
 		return nil, err
 	}
 	base.Info("throughput phase: warm pool", "callers", opt.Concurrency, "duration", opt.Duration)
-	rep.Throughput = append(rep.Throughput, sustain(ctx, "pyjail warm pool", opt.Concurrency, opt.Duration, jailProbe(pool.Run, printReq)))
+	rep.Throughput = append(rep.Throughput, sustain(ctx, "pyjail warm pool", opt.Concurrency, opt.Duration, meter, jailProbe(pool.Run, printReq)))
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("benchmarking: %w", ctx.Err())
 	}
@@ -389,15 +391,17 @@ func stepsPhase(ctx context.Context, cold *jail.Jail, coldLog *recorder, stepPoo
 
 // sustain runs callers goroutines that call run back to back for d, and
 // reports the completed executions per second over the whole time,
-// including the calls in flight at the deadline.
-func sustain(ctx context.Context, mode string, callers int, d time.Duration, run probe) throughputStats {
+// including the calls in flight at the deadline, and the CPU the machine
+// spent per execution meanwhile (the pool's refills, which outlast the
+// phase by a boot or a fork, are counted up to its end).
+func sustain(ctx context.Context, mode string, callers int, d time.Duration, meter cpuMeter, run probe) throughputStats {
 	var (
 		mu      sync.Mutex
 		st      = throughputStats{Mode: mode, Callers: callers}
 		samples []time.Duration
 		wg      sync.WaitGroup
 	)
-	cpu0 := processCPU()
+	cpu0 := meter.sample()
 	start := time.Now()
 	deadline := start.Add(d)
 	for range callers {
@@ -425,11 +429,10 @@ func sustain(ctx context.Context, mode string, callers int, d time.Duration, run
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu1 := meter.sample()
 	st.Seconds = round2(elapsed.Seconds())
-	if st.Executions = st.Warm + st.Cold; st.Executions > 0 {
-		st.CPUMSPerExec = ms(cpu / time.Duration(st.Executions))
-	}
+	st.Executions = st.Warm + st.Cold
+	st.CPU = costPer(cpu0, cpu1, st.Executions)
 	st.PerSecond = round2(float64(st.Executions) / elapsed.Seconds())
 	s := summarize(samples)
 	st.P50MS, st.P99MS = s.p50, s.p99
@@ -628,12 +631,13 @@ type throughputStats struct {
 	Cold       int     `json:"cold"`
 	Failed     int     `json:"failed"`
 	PerSecond  float64 `json:"per_second"`
-	// CPUMSPerExec is the CPU time of pyjail and its reaped jails (boots
-	// of the pool's refills included) per completed execution.
-	CPUMSPerExec float64 `json:"cpu_ms_per_execution"`
-	P50MS        float64 `json:"p50_ms"`
-	P99MS        float64 `json:"p99_ms"`
-	LastError    string  `json:"last_error,omitempty"`
+	// CPU is what the machine spent per completed execution: the
+	// supervisor, every jail (boots of the pool's refills and the fork
+	// server included) and the rest (see cpuSample).
+	CPU       cpuCost `json:"cpu_per_execution"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	LastError string  `json:"last_error,omitempty"`
 }
 
 type poolStats struct {
@@ -793,10 +797,11 @@ func WriteText(w io.Writer, r *Report) {
 		row(st.Code, "preload "+st.Preload, fmt.Sprint(st.N), fmtMS(st.StartMS)+" ("+fmtMS(st.StartCPUMS)+")", fmtMS(st.ReplyMS), fmtMS(st.ExitMS), fmtMS(st.DrainMS), fmtMS(st.CountersMS), fmtMS(st.DestroyMS))
 	}
 	row()
-	row("THROUGHPUT", "print(1+1), back to back", "CALLERS", "SECONDS", "EXECS (WARM/COLD)", "FAIL", "PER SEC", "P50/P99 ms", "CPU ms/EXEC")
+	row("THROUGHPUT", "print(1+1), back to back", "CALLERS", "SECONDS", "EXECS (WARM/COLD)", "FAIL", "PER SEC", "P50/P99 ms", "CPU ms/EXEC: SUPERVISOR+JAILS=PYJAIL", "MACHINE (OTHER)")
 	for _, t := range r.Throughput {
 		row("", t.Mode, fmt.Sprint(t.Callers), fmt.Sprintf("%.1f", t.Seconds), fmt.Sprintf("%d (%d/%d)", t.Executions, t.Warm, t.Cold),
-			fmt.Sprint(t.Failed), fmt.Sprintf("%.1f", t.PerSecond), fmtMS(t.P50MS)+"/"+fmtMS(t.P99MS), fmtMS(t.CPUMSPerExec))
+			fmt.Sprint(t.Failed), fmt.Sprintf("%.1f", t.PerSecond), fmtMS(t.P50MS)+"/"+fmtMS(t.P99MS),
+			fmtMS(t.CPU.SupervisorMS)+"+"+fmtMS(t.CPU.JailsMS)+"="+fmtMS(t.CPU.PyjailMS), fmtMS(t.CPU.MachineMS)+" ("+fmtMS(t.CPU.OtherMS)+")")
 	}
 	row()
 	p := r.Pool
@@ -827,6 +832,9 @@ func WriteText(w io.Writer, r *Report) {
 		if t.LastError != "" {
 			fmt.Fprintf(w, "failures in throughput %s, last: %s\n", t.Mode, t.LastError)
 		}
+		if t.CPU.Unread != "" {
+			fmt.Fprintf(w, "CPU of throughput %s not all read: %s\n", t.Mode, t.CPU.Unread)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
@@ -843,19 +851,6 @@ func fmtMS(v float64) string {
 func ms(d time.Duration) float64 { return round2(float64(d) / float64(time.Millisecond)) }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
-
-// processCPU is the user and system time of this process and of its
-// reaped children: every jail's init is a child of pyjail.
-func processCPU() time.Duration {
-	var total time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(who, &ru); err == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return total
-}
 
 // loadAverage is the 1, 5 and 15 minute load averages, as the kernel has them.
 func loadAverage() string {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -124,7 +125,7 @@ func TestWriteBenchText(t *testing.T) {
 		},
 		Phases:     []phaseStats{{Code: "print(1+1)", Case: "pyjail warm", N: 29, ExecMS: 2, AfterExecMS: 1.5, TotalMS: 3.5}},
 		Steps:      []stepStats{{Code: "print(1+1)", Preload: "none", N: 10, StartMS: 90, ReplyMS: 3, ExitMS: 2, DestroyMS: 1}},
-		Throughput: []throughputStats{{Mode: "pyjail warm pool", Callers: 4, Seconds: 10.04, Executions: 120, Warm: 20, Cold: 100, PerSecond: 11.95, P50MS: 300, P99MS: 900, CPUMSPerExec: 250}},
+		Throughput: []throughputStats{{Mode: "pyjail warm pool", Callers: 4, Seconds: 10.04, Executions: 120, Warm: 20, Cold: 100, PerSecond: 11.95, P50MS: 300, P99MS: 900, CPU: cpuCost{SupervisorMS: 40, JailsMS: 210, PyjailMS: 250, MachineMS: 262.4, OtherMS: 12.4}}},
 		Pool:       poolStats{Size: 2, Preload: []string{"numpy", "pandas"}, Idle: 2, PerJailBytes: 76 << 20, Boots: 30, BootP50MS: 1000, BootP99MS: 2000, Hits: 30},
 		Notes:      []string{"a note"},
 	}
@@ -139,7 +140,7 @@ func TestWriteBenchText(t *testing.T) {
 		"skipped row":   {"print(1+1)", "bwrap", "python3", "-c", "0", "-", "-", "-", "-", "skipped"},
 		"phase row":     {"print(1+1)", "pyjail", "warm", "29", "(before)", "(before)", "2.0", "1.5", "3.5"},
 		"steps row":     {"print(1+1)", "preload", "none", "10", "90.0", "(0.0)", "3.0", "2.0", "0.0", "0.0", "1.0"},
-		"throughput":    {"pyjail", "warm", "pool", "4", "10.0", "120", "(20/100)", "0", "11.9", "300/900", "250"},
+		"throughput":    {"pyjail", "warm", "pool", "4", "10.0", "120", "(20/100)", "0", "11.9", "300/900", "40.0+210=250", "262", "(12.4)"},
 		"pool row":      {"2", "76.0", "1000/2000", "30", "0.0", "30/0"},
 		"skip reason":   {"skipped", "print(1+1)", "/", "bwrap", "python3", "-c:", "bwrap:", "setting", "up", "uid", "map"},
 		"failure":       {"failures", "in", "print(1+1)", "/", "pyjail", "warm,", "last:", "verdict", "error:", "boom"},
@@ -225,5 +226,63 @@ func TestBwrapArgsRunTheCode(t *testing.T) {
 	}
 	if got, want := args[len(args)-3:], []string{benchPython, "-c", "print(1+1)"}; !slices.Equal(got, want) {
 		t.Errorf("bwrap args end with %q, want %q", got, want)
+	}
+}
+
+func TestParseCPULine(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	got, err := parseCPULine("cpu  100 5 50 9000 40 3 2 0 7 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100+5+50+3+2+0 ticks busy: idle, iowait and guest (inside user) are not.
+	if want := 160 * 10 * time.Millisecond; got != want {
+		t.Errorf("busy = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 x 3 4 5 6 7 8"} {
+		if _, err := parseCPULine(bad); err == nil {
+			t.Errorf("parseCPULine(%q) took it", bad)
+		}
+	}
+}
+
+func TestCostPer(t *testing.T) {
+	before := cpuSample{supervisor: time.Second, jails: 10 * time.Second, busy: 100 * time.Second}
+	after := cpuSample{supervisor: 3 * time.Second, jails: 16 * time.Second, busy: 109 * time.Second}
+	got := costPer(before, after, 1000)
+	want := cpuCost{SupervisorMS: 2, JailsMS: 6, PyjailMS: 8, MachineMS: 9, OtherMS: 1}
+	if got != want {
+		t.Errorf("costPer = %+v, want %+v", got, want)
+	}
+	// A machine that counted less than pyjail (ticks round down) has no
+	// negative "other".
+	after.busy = 107 * time.Second
+	if got := costPer(before, after, 1000); got.OtherMS != 0 || got.MachineMS != 7 {
+		t.Errorf("rounded-down machine: %+v", got)
+	}
+	// An unread tree says so and counts nothing for it.
+	after.jailsErr = errors.New("no cgroup")
+	if got := costPer(before, after, 1000); got.JailsMS != 0 || got.PyjailMS != 2 || !strings.Contains(got.Unread, "jails: no cgroup") {
+		t.Errorf("unread tree: %+v", got)
+	}
+	if got := costPer(before, after, 0); got != (cpuCost{}) {
+		t.Errorf("no executions: %+v, want zero", got)
+	}
+}
+
+func TestMachineBusyReads(t *testing.T) {
+	a, err := machineBusy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn a little CPU: the machine's busy counter cannot go back.
+	for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	b, err := machineBusy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < a || a == 0 {
+		t.Errorf("busy went from %v to %v", a, b)
 	}
 }

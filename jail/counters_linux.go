@@ -3,13 +3,16 @@
 package jail
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fscommon"
+	"github.com/opencontainers/cgroups/manager"
 )
 
 // counters are the cgroup's view of a run: the facts verdicts rest on.
@@ -146,4 +149,23 @@ func (inst *instance) resetCounters() {
 	if p := m.Path("memory"); p != "" {
 		_ = os.WriteFile(filepath.Join(p, "memory.max_usage_in_bytes"), []byte("0"), 0)
 	}
+}
+
+// TreeCPU is the CPU time charged so far to the cgroup every one of this
+// Jail's cgroups lives under (its policy's cgroup parent, as adapted for
+// a rootless host): every container, fork server and forked jail, the
+// removed ones included, since both cgroup versions keep a child's usage
+// in its ancestors. It is a counter: callers take differences. The bench
+// uses it to charge a run with what its jails cost beyond the jail's own
+// cgroup (a fork server's refills, a pool's boots).
+func (j *Jail) TreeCPU() (time.Duration, error) {
+	m, err := manager.New(&cgroups.Cgroup{Path: j.cfg.Policy.CgroupParent, Resources: &cgroups.Resources{}})
+	if err != nil {
+		return 0, fmt.Errorf("opening cgroup %s: %w", j.cfg.Policy.CgroupParent, err)
+	}
+	ns, err := readCPUNS(cgroupV2, cpuDir(m))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU usage of cgroup %s: %w", j.cfg.Policy.CgroupParent, err)
+	}
+	return time.Duration(ns), nil
 }

@@ -5,6 +5,7 @@ package jail
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
@@ -29,6 +30,9 @@ func New(context.Context, Config) (*Jail, error) { return nil, ErrUnsupported }
 func (*Jail) Run(context.Context, record.Request) (*record.Result, error) {
 	return nil, ErrUnsupported
 }
+
+// TreeCPU returns ErrUnsupported.
+func (*Jail) TreeCPU() (time.Duration, error) { return 0, ErrUnsupported }
 
 // Host returns an empty report.
 func (*Jail) Host() policy.HostReport { return policy.HostReport{} }
