@@ -48,8 +48,10 @@ command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The container image (make image) and its test (test/image_test.go):
 # mmdebstrap builds the base, podman runs the image with runc (crun refuses
 # cgroup v1 and hybrid hosts), uidmap gives podman newuidmap for
-# --userns=auto, and kubectl renders deploy/kubernetes when it is there.
-[ "$image" = 1 ] && PKGS+=(mmdebstrap podman runc uidmap)
+# --userns=auto, catatonit is the pause process of a pod that `podman kube
+# play` builds locally (a Recommends of podman, which --no-install-recommends
+# leaves out), and kubectl renders deploy/kubernetes when it is there.
+[ "$image" = 1 ] && PKGS+=(mmdebstrap podman runc uidmap catatonit)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
