@@ -93,6 +93,9 @@ type Options struct {
 	Duration    time.Duration
 	// Profile is the profile the jails run; it needs a warm pool.
 	Profile record.Profile
+	// CPUProfileDir, if set, receives profiles of the warm throughput
+	// phase (see profiler).
+	CPUProfileDir string
 }
 
 // Run sets up its jails on the bench's own state dir and cgroup parent
@@ -204,8 +207,17 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if err := waitReady(ctx, pool); err != nil {
 		return nil, err
 	}
+	var cpuProf *profiler
+	if opt.CPUProfileDir != "" {
+		if cpuProf, err = startProfile(opt.CPUProfileDir); err != nil {
+			return nil, err
+		}
+	}
 	base.Info("throughput phase: warm pool", "callers", opt.Concurrency, "duration", opt.Duration)
 	rep.Throughput = append(rep.Throughput, sustain(ctx, "pyjail warm pool", opt.Concurrency, opt.Duration, meter, jailProbe(pool.Run, printReq)))
+	if cpuProf != nil {
+		rep.Notes = append(rep.Notes, cpuProf.stop()...)
+	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("benchmarking: %w", ctx.Err())
 	}

@@ -22,6 +22,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		duration    = fs.Duration("duration", 10*time.Second, "length of each throughput phase")
 		profile     = fs.String("profile", string(record.ProfileCalc), "profile the jails run")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
+		cpuProfile  = fs.String("cpu-profile", "", "directory for a pprof CPU profile of the supervisor during the warm throughput phase")
 	)
 	common.register(fs)
 	// One log line per execution would bury the table.
@@ -52,6 +53,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep, err := bench.Run(ctx, bench.Options{
 		Policy: cfg, Rootfs: layout, Logger: log, Version: version,
 		Runs: *runs, Concurrency: *concurrency, Duration: *duration, Profile: record.Profile(*profile),
+		CPUProfileDir: *cpuProfile,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyjail bench: %v\n", err)
