@@ -216,7 +216,8 @@ func (j *Jail) forkServerBoot(prof policy.Profile) pyrunner.Boot {
 				{unix.RLIMIT_CORE, 0, 0},
 				{unix.RLIMIT_CPU, cpuTime, cpuTime + 1},
 			},
-			Warmup: prof.Warm.Warmup,
+			Warmup:        prof.Warm.Warmup,
+			PackagesMount: record.PackagesMount,
 		},
 	}
 	if prof.Workspace {
@@ -475,6 +476,16 @@ func (z *forkServer) spawnChild(ctx context.Context, memoryLimit int64, warm boo
 		}
 		defer tree.Close()
 	}
+	var layer *os.File // the package layer, if any
+	if ws.packages != "" {
+		if session || ws.deferred {
+			return nil, fmt.Errorf("jail %q: a package layer is attached only to a jail forked for its run", inst.id)
+		}
+		if layer, err = j.packagesTree(ws.packages); err != nil {
+			return nil, err
+		}
+		defer layer.Close()
+	}
 
 	mgr, cg, err := z.createCgroup(inst, memoryLimit, warm, &undo)
 	if err != nil {
@@ -511,7 +522,10 @@ func (z *forkServer) spawnChild(ctx context.Context, memoryLimit int64, warm boo
 	if tree != nil {
 		fds = append(fds, tree)
 	}
-	if err := z.request(inst, pyrunner.ForkRequest{Warm: warm, Workspace: deferred, Session: session}, fds); err != nil {
+	if layer != nil {
+		fds = append(fds, layer)
+	}
+	if err := z.request(inst, pyrunner.ForkRequest{Warm: warm, Workspace: deferred, Session: session, Packages: layer != nil}, fds); err != nil {
 		return nil, err
 	}
 	// From here the child exists, or will: its exit report reaches
@@ -692,9 +706,15 @@ func (z *forkServer) hello(ctx context.Context, inst *instance, conn *net.UnixCo
 // workspace its pool serves, or the one of the run it is forked for), or,
 // with deferred, the one its run brings, attached when its code comes (a
 // pool that serves any workspace: many tenants). Neither: no workspace.
+//
+// packages is the host directory of a package layer (record.Request's
+// Packages) the child attaches, read-only, before it drops its
+// privileges: only a child forked for its run has one, since a layer
+// belongs to one tenant and an idle child serves any.
 type childWorkspace struct {
 	dir      string
 	deferred bool
+	packages string
 }
 
 // errNoDetachedMounts: a server without CAP_SYS_ADMIN cannot make the
@@ -713,6 +733,30 @@ func (j *Jail) workspaceTree(ctx context.Context, inst *instance, dir string) (*
 		return nil, err
 	}
 	return j.idmap.detach(inst.ws.dir, inst.ws.plan.owner, inst.ws.plan.mode == wsModeIdmap)
+}
+
+// packagesTree makes the detached mount of a package layer that a forked
+// jail attaches at record.PackagesMount: read-only, nosuid and nodev, like
+// a container's bind of it (rootfs.Mounts). Not noexec: wheels carry
+// native extensions, which are mapped executable. The layer is the
+// supervisor's (root-owned, written only by an install), so unlike a
+// workspace it needs no preparing and no idmap: the sandbox reads it as
+// others may.
+func (j *Jail) packagesTree(dir string) (*os.File, error) {
+	if j.reduced {
+		return nil, errNoDetachedMounts
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("cloning a mount of the package layer %q (open_tree): %w", dir, err)
+	}
+	tree := os.NewFile(uintptr(fd), "package layer "+dir)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		tree.Close()
+		return nil, fmt.Errorf("setting the attributes of the package layer mount of %q: %w", dir, err)
+	}
+	return tree, nil
 }
 
 // attachWorkspace gives a forked jail that waits for one the workspace dir

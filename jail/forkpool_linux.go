@@ -36,6 +36,14 @@ func (fp *forkPool) take(ctx context.Context, prof policy.Profile, req record.Re
 		// serves the run.
 		return nil, nil
 	}
+	if req.Packages != "" {
+		if fp.p.j.reduced {
+			return nil, nil // no detached mounts: a container serves the run
+		}
+		// A layer is one tenant's: no idle child has it. Forked for the
+		// run, the jail attaches it (and its workspace) at once.
+		return fp.forkOnDemand(ctx, prof, req)
+	}
 	inst, err := fp.takeFork(ctx, prof, req)
 	if inst == nil || err != nil || !inst.ws.deferred || req.Workspace == "" {
 		return inst, err
@@ -55,6 +63,13 @@ func (fp *forkPool) takeFork(ctx context.Context, prof policy.Profile, req recor
 	if inst := fp.takeIdle(req); inst != nil {
 		return inst, nil
 	}
+	return fp.forkOnDemand(ctx, prof, req)
+}
+
+// forkOnDemand forks a jail for req from the running server, its
+// workspace and package layer attached at once; nil (a cold container
+// serves the run) while the server is down or if the fork fails.
+func (fp *forkPool) forkOnDemand(ctx context.Context, prof policy.Profile, req record.Request) (*instance, error) {
 	p := fp.p
 	p.mu.Lock()
 	z := fp.server
@@ -66,7 +81,7 @@ func (fp *forkPool) takeFork(ctx context.Context, prof policy.Profile, req recor
 		return nil, nil
 	}
 	// Forked for this run: its workspace is attached at once.
-	inst, err := z.spawn(ctx, lowerMemory(prof, req), false, childWorkspace{dir: req.Workspace})
+	inst, err := z.spawn(ctx, lowerMemory(prof, req), false, childWorkspace{dir: req.Workspace, packages: req.Packages})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {

@@ -98,7 +98,7 @@ func (p *Pool) Run(ctx context.Context, req record.Request) (*record.Result, err
 	p.mu.Lock()
 	pl := p.pools[req.Profile]
 	p.mu.Unlock()
-	if pl == nil || req.Packages != "" {
+	if pl == nil {
 		return p.j.run(ctx, req, coldSource{p.j})
 	}
 	return p.j.run(ctx, req, pl, coldSource{p.j})
@@ -187,6 +187,9 @@ func (s *idleSet) finish(inst *instance, _ *record.Result) bool {
 func (s *idleSet) popLocked(req record.Request) (*instance, []*instance) {
 	if lowerMemory(s.prof, req) > 0 {
 		return nil, nil // a lower limit needs its own cgroup settings
+	}
+	if req.Packages != "" {
+		return nil, nil // an idle jail has no one's package layer
 	}
 	var wantWS string
 	var wantIno uint64

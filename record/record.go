@@ -94,8 +94,8 @@ type Request struct {
 	// Packages is the host directory of the caller's package layer (SPEC
 	// §13), mounted read-only at PackagesMount and appended to sys.path
 	// after the rootfs and the runner; "" for none. A run with a layer
-	// starts a fresh container (the layer is not yet attached to forked
-	// jails).
+	// takes no idle jail (those serve anyone): a fork server forks one
+	// for it with the layer attached, else a container starts.
 	Packages string
 }
 

@@ -145,11 +145,14 @@ def serve_forks(ctypes, libc, boot, cin, cout):
             req = json.loads(msg)
             seq, warm, workspace = int(req["seq"]), bool(req.get("warm")), bool(req.get("workspace"))
             session = bool(req.get("session"))
+            packages = bool(req.get("packages"))
         except (ValueError, KeyError, TypeError):
             seq = None
-        # Five descriptors, and a sixth when the child attaches a workspace
-        # mount at once (see _fork_child).
-        if seq is None or len(fds) not in (5, 6) or (len(fds) == 6 and workspace) or (session and workspace):
+        # Five descriptors, a sixth when the child attaches a workspace
+        # mount at once, and the package layer's last (see _fork_child).
+        mounts = len(fds) - 5 - (1 if packages else 0)
+        if (seq is None or mounts not in (0, 1) or (mounts and workspace) or (session and workspace)
+                or (packages and (workspace or session))):
             for fd in fds:
                 os.close(fd)
             if seq is not None:
@@ -169,7 +172,7 @@ def serve_forks(ctypes, libc, boot, cin, cout):
             continue
         if pid == 0:
             try:
-                return _fork_child(ctypes, libc, fds, sock, warm, workspace, session)
+                return _fork_child(ctypes, libc, fds, sock, warm, workspace, session, packages)
             except BaseException as e:
                 try:
                     os.write(2, ("pyjail fork server: child setup failed: %s\n" % e).encode())
@@ -400,7 +403,7 @@ def _mount_table(fs):
     return table
 
 
-def _fork_child(ctypes, libc, fds, sock, warm, workspace, session=False):
+def _fork_child(ctypes, libc, fds, sock, warm, workspace, session=False, packages=False):
     """A forked child's setup, before it is ready for code. Its workspace,
     for a profile with one, comes one of two ways: a sixth descriptor, a
     detached mount of the workspace its pool serves, attached here before
@@ -408,18 +411,23 @@ def _fork_child(ctypes, libc, fds, sock, warm, workspace, session=False):
     serves any workspace), on the sync socket with the code, and the child
     keeps its privileges until then (attach_and_drop). A session child
     (session set; never with workspace) keeps its sync socket: each of its
-    calls' output pipes comes on it (session.serve)."""
+    calls' output pipes comes on it (session.serve). With packages (a child
+    forked for one run), the last descriptor is the caller's package layer,
+    attached here read-only at Boot.fork_server.packages_mount."""
     import signal
     import socket
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # fd 5 is the server's request socket until the sync socket replaces it;
-    # a workspace mount lands on fd 6.
-    for src, dst in zip(fds, (1, 2, 3, 4, 5, 6)):
+    # a workspace mount lands on fd 6, a package layer after it. Received
+    # descriptors are above 5 and ascending, so no dup2 here overwrites
+    # one not yet copied.
+    for src, dst in zip(fds, range(1, len(fds) + 1)):
         os.dup2(src, dst)
     sock.detach()
-    os.closerange(7 if len(fds) == 6 else 6, 1 << 20)
-    tree = 6 if len(fds) == 6 else None
+    os.closerange(len(fds) + 1, 1 << 20)
+    layer = len(fds) if packages else None
+    tree = 6 if len(fds) - (1 if packages else 0) == 6 else None
     sync = socket.socket(fileno=5)
     sync.send(b"h")
     if sync.recv(1) != b"g":
@@ -429,16 +437,30 @@ def _fork_child(ctypes, libc, fds, sock, warm, workspace, session=False):
         # child keeps what it needs to attach it (see attach_and_drop).
         state.deferred = sync
         _isolate(ctypes, libc, state.isolation, drop=False)
-    elif tree is not None:
+    elif tree is not None or layer is not None:
         if not session:
             sync.close()
         _isolate(ctypes, libc, state.isolation, drop=False, session=session)
-        try:
-            _move_mount(ctypes, libc, tree, state.isolation["workspace"])
-        finally:
-            os.close(tree)
+        if tree is not None:
+            try:
+                _move_mount(ctypes, libc, tree, state.isolation["workspace"])
+            finally:
+                os.close(tree)
+        if layer is not None:
+            target = state.isolation["fs"].get("packages_mount") or ""
+            try:
+                if not target.startswith("/tmp/"):
+                    raise ValueError("fork_server.packages_mount %r is not under /tmp" % target)
+                # The mount point is in this child's own /tmp (a fresh
+                # tmpfs), as in a container: the rootfs stays untouched.
+                os.mkdir(target, 0o755)
+                _move_mount(ctypes, libc, layer, target)
+            finally:
+                os.close(layer)
+            # Last on sys.path, as runner.main does with Boot.packages.
+            sys.path.append(target)
         _drop_privileges(ctypes, libc, state.isolation)
-        state.workdir = state.isolation["workspace"]
+        state.workdir = state.isolation["workspace"] if tree is not None else ""
     else:
         if not session:
             sync.close()

@@ -142,6 +142,13 @@ type ForkRequest struct {
 	// itself never has a workspace mounted, and one server serves every
 	// workspace (a restored one, another tenant's).
 	Workspace bool `json:"workspace,omitempty"`
+	// Packages says the last descriptor is a detached read-only mount of
+	// the caller's package layer (record.Request's Packages): the child
+	// attaches it at record.PackagesMount before it drops its privileges
+	// and appends it to sys.path, as a container's runner does with
+	// Boot.Packages. Only for a child forked for its run (never Workspace
+	// or Session): a layer is one tenant's, an idle child anyone's.
+	Packages bool `json:"packages,omitempty"`
 	// Session makes the child a session's jail: it isolates itself like
 	// any child (its workspace, if any, comes as the sixth descriptor, as
 	// a pool's idle children get theirs), keeps its sync socket, and
@@ -197,6 +204,9 @@ type ForkServer struct {
 	// again before it is ready (so the child's copy-on-write faults happen
 	// before the caller's code, not during it). Its output is discarded.
 	Warmup []string `json:"warmup,omitempty"`
+	// PackagesMount is where a child forked with ForkRequest.Packages
+	// attaches its package layer (record.PackagesMount).
+	PackagesMount string `json:"packages_mount,omitempty"`
 }
 
 // Mount is one mount(2) call a forked child makes: the arguments as they
