@@ -313,21 +313,7 @@ func lastLine(s string) string {
 //	go test -tags seccomp -run '^$' -bench PackagesLayer -benchtime 50x ./test/
 func BenchmarkPackagesLayer(b *testing.B) {
 	e := sharedEnv(b)
-	cfg := withWarm(e.cfg, policy.Warm{})
-	prof := cfg.Profiles[record.ProfileCalc]
-	prof.Warm = policy.DefaultProfiles()[record.ProfileCalc].Warm
-	cfg.Profiles[record.ProfileCalc] = prof
-	j, err := jail.New(b.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := jail.NewPool(j, "")
-	b.Cleanup(func() { _ = p.Close() })
-	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
-	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
+	p, j := benchPool(b, jail.Config{Policy: defaultCalcPool(e.cfg), Rootfs: e.layout})
 	site := b.TempDir()
 	if err := os.WriteFile(filepath.Join(site, "tinyfmt.py"), []byte("def fmt(x):\n    return '<' + str(x) + '>'\n"), 0o644); err != nil {
 		b.Fatal(err)

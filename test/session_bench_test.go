@@ -31,33 +31,19 @@ func BenchmarkSessions(b *testing.B) {
 	e := sharedEnv(b)
 	var mu sync.Mutex
 	timings := map[string][]jail.Timing{} // by jail ID, EventCall only
-	cfg := withWarm(e.cfg, policy.Warm{})
-	prof := cfg.Profiles[record.ProfileCalc]
-	// The default calc pool: four idle forked jails with numpy and pandas.
-	prof.Warm = policy.DefaultProfiles()[record.ProfileCalc].Warm
-	cfg.Profiles[record.ProfileCalc] = prof
+	cfg := defaultCalcPool(e.cfg)
 	cfg.Sessions.MaxTotal, cfg.Sessions.MaxPerOwner = 200, 200
 	cfg.Sessions.MemoryBudgetBytes = 8 * policy.GiB
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	j, err := jail.New(b.Context(), jail.Config{Policy: cfg, Rootfs: e.layout, OnTiming: func(t jail.Timing) {
+	p, _ := benchPool(b, jail.Config{Policy: cfg, Rootfs: e.layout, OnTiming: func(t jail.Timing) {
 		if t.Event == jail.EventCall {
 			mu.Lock()
 			timings[t.ID] = append(timings[t.ID], t)
 			mu.Unlock()
 		}
 	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := jail.NewPool(j, "")
-	b.Cleanup(func() { _ = p.Close() })
-	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
-	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
 	run := func(b *testing.B, key, code string) (*record.Result, time.Duration) {
 		b.Helper()
 		start := time.Now()
@@ -244,4 +230,33 @@ func describeOrNil(res *record.Result) string {
 		return "(no result)"
 	}
 	return describe(res)
+}
+
+// defaultCalcPool is cfg with the default calc pool (four idle jails
+// forked from a server that preloads numpy, pandas, scipy and sympy) and
+// no other.
+func defaultCalcPool(cfg policy.Config) policy.Config {
+	cfg = withWarm(cfg, policy.Warm{})
+	prof := cfg.Profiles[record.ProfileCalc]
+	prof.Warm = policy.DefaultProfiles()[record.ProfileCalc].Warm
+	cfg.Profiles[record.ProfileCalc] = prof
+	return cfg
+}
+
+// benchPool opens a pool for a benchmark, waits until it is full and
+// closes it when the benchmark ends; it returns the Jail behind it too.
+func benchPool(b *testing.B, cfg jail.Config) (*jail.Pool, *jail.Jail) {
+	b.Helper()
+	j, err := jail.New(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := jail.NewPool(j, "")
+	b.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return p, j
 }
