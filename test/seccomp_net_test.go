@@ -12,6 +12,7 @@ import (
 	"github.com/pyjail/pyjail/egress"
 	"github.com/pyjail/pyjail/jail"
 	"github.com/pyjail/pyjail/policy"
+	"github.com/pyjail/pyjail/jail/rootless"
 	"github.com/pyjail/pyjail/record"
 )
 
@@ -116,6 +117,13 @@ func TestSeccompNetworkModes(t *testing.T) {
 		{"net-fork", allowedTCP, true},
 	} {
 		t.Run(string(tc.profile), func(t *testing.T) {
+			if tc.want["tcp4"] == "ok" && rootless.Active() {
+				// A known limit, not a missing host feature: the gateway's
+				// socket is made by leaving the jail's network namespace
+				// for the host's (setns), which an unprivileged supervisor
+				// may not do. Egress is root-only (README, Limits).
+				t.Skip("rootless: egress needs a root supervisor (setns into the host's network namespace)")
+			}
 			res, err := pool.Run(t.Context(), record.Request{Profile: tc.profile, Code: socketProbe, Timeout: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
