@@ -11,8 +11,8 @@ import (
 
 	"github.com/pyjail/pyjail/egress"
 	"github.com/pyjail/pyjail/jail"
-	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/jail/rootless"
+	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 )
 
