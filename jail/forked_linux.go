@@ -746,13 +746,12 @@ func (j *Jail) packagesTree(dir string) (*os.File, error) {
 	if j.reduced {
 		return nil, errNoDetachedMounts
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	tree, err := cloneMount(dir, "the package layer")
 	if err != nil {
-		return nil, fmt.Errorf("cloning a mount of the package layer %q (open_tree): %w", dir, err)
+		return nil, err
 	}
-	tree := os.NewFile(uintptr(fd), "package layer "+dir)
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		tree.Close()
 		return nil, fmt.Errorf("setting the attributes of the package layer mount of %q: %w", dir, err)
 	}

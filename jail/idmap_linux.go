@@ -125,11 +125,11 @@ func (m *idmapper) plan(dir string) (workspacePlan, error) {
 // jail attaches it in its own mount namespace (move_mount); the caller
 // owns the returned file.
 func (m *idmapper) detach(dir string, o owner, idmap bool) (*os.File, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	tree, err := cloneMount(dir, "workspace")
 	if err != nil {
-		return nil, fmt.Errorf("cloning a mount of workspace %q (open_tree): %w", dir, err)
+		return nil, err
 	}
-	tree := os.NewFile(uintptr(fd), "workspace "+dir)
+	fd := int(tree.Fd())
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
 	if idmap {
 		ns, err := m.usernsFor(o)
@@ -205,4 +205,15 @@ func ProbeWorkspace(dir string, cfg policy.Config) policy.Layer {
 		f.Close()
 	}
 	return l
+}
+
+// cloneMount makes a detached mount of dir (open_tree OPEN_TREE_CLONE),
+// for a forked jail to attach in its own mount namespace; what names what
+// dir is in errors. The caller sets its attributes.
+func cloneMount(dir, what string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("cloning a mount of %s %q (open_tree): %w", what, dir, err)
+	}
+	return os.NewFile(uintptr(fd), what+" "+dir), nil
 }
