@@ -160,6 +160,21 @@ export function leftoverCgroups(cgroupParent) {
   return out;
 }
 
+/**
+ * Polls until no jail cgroup is left under cgroup_parent; returns what is
+ * left. A jail's cgroup goes after its processes: the supervisor reads the
+ * cgroup's counters and the workspace changes first, then destroys it.
+ */
+export async function waitNoCgroups(cgroupParent, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  let left = leftoverCgroups(cgroupParent);
+  while (left.length > 0 && Date.now() < deadline) {
+    await sleep(100);
+    left = leftoverCgroups(cgroupParent);
+  }
+  return left;
+}
+
 /** Mount points under the env's directories (jail roots, binds). */
 export function leftoverMounts(env) {
   const mi = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n');

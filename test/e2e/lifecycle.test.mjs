@@ -15,7 +15,6 @@ import {
   timeoutAfter,
   describePids,
   initializeRequest,
-  leftoverCgroups,
   makeEnv,
   pidsInUidRange,
   show,
@@ -23,6 +22,7 @@ import {
   spawnRaw,
   startServer,
   text,
+  waitNoCgroups,
   waitNoJails,
 } from './harness.mjs';
 
@@ -74,7 +74,7 @@ describe('cancellation and concurrency (cold jails)', () => {
         });
         const left = await waitNoJails(srv.env.idRange, 5000);
         assert.deepEqual(left, [], `jail of the cancelled call still running ${Date.now() - t0} ms after the start (was ${pids}):\n${describePids(left)}`);
-        assert.deepEqual(leftoverCgroups(srv.env.cgroupParent), [], 'the cancelled jail\'s cgroup is removed');
+        assert.deepEqual(await waitNoCgroups(srv.env.cgroupParent, 5000), [], 'the cancelled jail\'s cgroup is removed');
         const r = await srv.call('run_python', { code: 'print(1+1)' });
         assert.equal(text(r).trim(), '2');
         const { json } = await srv.readJSON('sandbox://status');
