@@ -69,7 +69,8 @@ func SessionReasons() []SessionReason {
 	return []SessionReason{
 		ReasonTimeout, ReasonMemoryLimit, ReasonCPULimit, ReasonOutputLimit, ReasonNetworkLimit, ReasonCrashed,
 		ReasonCancelled, ReasonExpired, ReasonClosed, ReasonEvicted, ReasonServerRestart,
-		ReasonRestored, ReasonInternalError,
+		ReasonRestored, ReasonInternalError, ReasonIncompatibleCheckpoint, ReasonCorruptCheckpoint,
+		ReasonHibernated,
 	}
 }
 
@@ -113,6 +114,12 @@ func (r SessionReason) Describe() string {
 		return "the workspace was restored from a snapshot"
 	case ReasonInternalError:
 		return "the sandbox failed"
+	case ReasonIncompatibleCheckpoint:
+		return "its checkpoint was made by another Python or rootfs and cannot be loaded here"
+	case ReasonCorruptCheckpoint:
+		return "its checkpoint on disk does not match its manifest (edited or damaged), so it was not loaded"
+	case ReasonHibernated:
+		return "it was saved to disk and its jail freed"
 	default:
 		return "of " + string(r)
 	}
@@ -135,6 +142,9 @@ type SessionState struct {
 	// fresh one and reports state lost.
 	Ended     bool          `json:"ended,omitempty"`
 	EndReason SessionReason `json:"end_reason,omitempty"`
+	// Resumed, with state resumed, says which checkpoint came back and
+	// what of it did not.
+	Resumed *Resume `json:"resumed,omitempty"`
 }
 
 // SessionInfo describes one live session, for listings (list_sessions).

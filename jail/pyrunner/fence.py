@@ -237,6 +237,52 @@ def _fence_threads():
                 setattr(th, attr, getattr(_thread, name))
 
 
+# What a session checkpoint (checkpoint.py) asks of the fence: the user's
+# rules applied to what a checkpoint names, so that loading one can reach
+# no more than the user's own code could.
+
+def checkpoint_module_denied(name):
+    """Why user code may not import the dotted module name, or None; in
+    layer none, None."""
+    if not restricted():
+        return None
+    return _module_denied_explicit(name)
+
+
+def checkpoint_attr_denied(module, name):
+    """Why user code may not reach module.name, or None: a dunder name
+    outside the allowed ones, a blocked attribute, or a blocked module
+    attribute (np.load and its kind)."""
+    if not restricted():
+        return None
+    if _attr_denied(name):
+        return "the name %r is not for user code" % name
+    why = _S.blocked_mod_attrs.get(module + "." + name)
+    if why:
+        return why
+    return None
+
+
+def checkpoint_import(name):
+    """A module as user code gets it from an import statement: the guarded
+    proxy in the restricted layers (raising ImportError where the user's
+    import would), the module itself in layer none."""
+    if not restricted():
+        return __import__(name, None, None, ("__name__",) if "." in name else (), 0)
+    return _guarded_import(name, None, None, ("__name__",) if "." in name else (), 0)
+
+
+def checkpoint_module_name(v):
+    """The module name of a module object or of a fence proxy of one
+    (what an import bound), or None."""
+    if type(v) is type(os):
+        return v.__name__
+    for name, p in _S.proxies.items():
+        if p is v:
+            return name
+    return None
+
+
 # -------------------------------------------------------------- policy ---
 
 def load(boot, runner_files, control_fds):

@@ -16,7 +16,7 @@ import (
 // Install every *.py file of Files, and address the directory by the
 // content of all of them.
 //
-//go:embed runner.py wire.py execute.py forkserver.py session.py fence.py
+//go:embed runner.py wire.py execute.py forkserver.py session.py checkpoint.py fence.py
 var Files embed.FS
 
 // Path is where the runner's entry point lives inside the jail.
@@ -230,6 +230,32 @@ type Exec struct {
 	// Seq numbers a session's calls from 1; its reply carries the same.
 	// 0 for a single run.
 	Seq int64 `json:"seq,omitempty"`
+	// Op, in a session, is "checkpoint" or "restore" instead of code:
+	// the call's pipes came as SessionBlob with a third descriptor, the
+	// checkpoint pipe, which the runner writes the session's state to or
+	// reads it from (checkpoint.py), as a call of the session, under the
+	// fence of user code.
+	Op string `json:"op,omitempty"`
+}
+
+// Session ops (Exec.Op).
+const (
+	OpCheckpoint = "checkpoint"
+	OpRestore    = "restore"
+)
+
+// SessionBlob is the message that carries a checkpoint or restore
+// call's output pipes and its checkpoint pipe on the sync socket.
+const SessionBlob = "b"
+
+// CheckpointReply is what a checkpoint or restore call reports.
+type CheckpointReply struct {
+	Saved       []record.SavedName  `json:"saved,omitempty"`
+	Skipped     []record.NameReason `json:"skipped,omitempty"`
+	Bytes       int64               `json:"bytes,omitempty"`
+	Python      string              `json:"python,omitempty"`
+	Restored    []string            `json:"restored,omitempty"`
+	NotRestored []record.NameReason `json:"not_restored,omitempty"`
 }
 
 // Message is one line on fd 4.
@@ -262,6 +288,9 @@ const (
 	StatusMemoryError = "memory_error"
 	// StatusInternal means the runner itself failed, not the code.
 	StatusInternal = "internal"
+	// StatusIncompatible: a restore found a checkpoint of another
+	// format or Python version.
+	StatusIncompatible = "incompatible"
 )
 
 // Reply reports how the code ended, from inside the jail. The supervisor
@@ -278,4 +307,6 @@ type Reply struct {
 	// ImagesTruncated reports that figures were dropped at Boot.ImageBytes.
 	ImagesTruncated bool `json:"images_truncated,omitempty"`
 	ExitCode        int  `json:"exit_code"`
+	// Checkpoint reports a checkpoint or restore call (Exec.Op).
+	Checkpoint *CheckpointReply `json:"checkpoint,omitempty"`
 }

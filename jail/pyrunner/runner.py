@@ -10,7 +10,9 @@
 #   execute.py     checking and running one code into a reply;
 #   forkserver.py  the fork server, a forked child's isolation, and the
 #                  state it leaves the child;
-#   session.py     a session's many calls in one interpreter.
+#   session.py     a session's many calls in one interpreter;
+#   checkpoint.py  a session's state saved to, and restored from, a
+#                  checkpoint.
 # What the user's code may say and reach is the language fence's
 # (fence.py, the runtime twin of Go's policy/python.go); the runner
 # imports it and hands it the code, never the other way round.
@@ -25,6 +27,7 @@
 import os
 import sys
 
+import checkpoint
 import execute
 import fence
 import forkserver
@@ -33,7 +36,8 @@ import wire
 
 # The runner's own files: their frames are trusted by the fence and
 # skipped in the user's tracebacks.
-_OWN_FILES = (__file__, fence.__file__, wire.__file__, execute.__file__, forkserver.__file__, session.__file__)
+_OWN_FILES = (__file__, fence.__file__, wire.__file__, execute.__file__, forkserver.__file__, session.__file__,
+              checkpoint.__file__)
 execute.set_own_files(_OWN_FILES)
 
 PR_SET_PDEATHSIG = 1
@@ -184,6 +188,9 @@ def main():
         fence.load(boot, _OWN_FILES, (wire.FD_CONTROL_IN, wire.FD_CONTROL_OUT))
         for mod in boot.get("preload") or []:
             __import__(mod)
+        if boot.get("fork_server") or boot.get("session"):
+            # Session checkpoints: their children inherit dill.
+            checkpoint.load()
         if boot.get("fork_server"):
             # Returns only in a forked child, isolated and ready for code.
             cin, cout = forkserver.serve_forks(ctypes, libc, boot, cin, cout)

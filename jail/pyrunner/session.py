@@ -41,6 +41,7 @@ import json
 import os
 import sys
 
+import checkpoint
 import execute
 import fence
 import wire
@@ -54,14 +55,14 @@ class _SessionIO:
 
     __slots__ = ("read", "write", "dup2", "close", "exit", "recvmsg", "scan",
                  "null", "pending", "stdout", "stderr", "collect", "gc_off",
-                 "gc_on", "gc_enabled", "gc_was", "ancbuf")
+                 "gc_on", "gc_enabled", "gc_was", "ancbuf3")
 
     def __init__(self, sync):
         import gc
         import socket
         self.read, self.write, self.dup2, self.close, self.exit = os.read, os.write, os.dup2, os.close, os._exit
         self.recvmsg = sync.recvmsg
-        self.ancbuf = socket.CMSG_SPACE(2 * 4)
+        self.ancbuf3 = socket.CMSG_SPACE(3 * 4)
         self.scan = json.scanner.make_scanner(json.decoder.JSONDecoder())
         self.collect, self.gc_off, self.gc_on, self.gc_enabled = gc.collect, gc.disable, gc.enable, gc.isenabled
         self.gc_was = True
@@ -91,21 +92,26 @@ class _SessionIO:
             req, end = None, -1
         if type(req) is not dict or end != len(text):
             self._fail("the Exec line is not a JSON object")
-        seq, code = req.get("seq"), req.get("code")
-        if type(seq) is not int or type(code) is not str:
+        seq, code, op = req.get("seq"), req.get("code"), req.get("op", "")
+        if type(seq) is not int or type(code) is not str or type(op) is not str:
             self._fail("the Exec line lacks seq or code")
-        return seq, code
+        return seq, code, op
 
     def attach_output(self):
         """Takes the call's output pipes from the sync socket onto fds 1
-        and 2, and the runner's own stdout and stderr back into sys."""
-        msg, anc, flags, _ = self.recvmsg(16, self.ancbuf, _MSG_CMSG_CLOEXEC)
+        and 2, and the runner's own stdout and stderr back into sys.
+        Returns the checkpoint pipe that came with them (message _BLOB: a
+        checkpoint's or a restore's third descriptor), or None."""
+        msg, anc, flags, _ = self.recvmsg(16, self.ancbuf3, _MSG_CMSG_CLOEXEC)
         fds = []
         for level, kind, data in anc:
             if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
                 for i in range(0, len(data) - len(data) % 4, 4):
                     fds.append(int.from_bytes(data[i:i + 4], _BYTEORDER))
-        if msg != _PIPES or len(fds) != 2 or flags & _MSG_CTRUNC:
+        blob = None
+        if msg == _BLOB and len(fds) == 3 and not flags & _MSG_CTRUNC:
+            blob = fds.pop()
+        elif msg != _PIPES or len(fds) != 2 or flags & _MSG_CTRUNC:
             self._fail("expected the call's two output pipes on the sync socket")
         self.dup2(fds[0], 1)
         self.dup2(fds[1], 2)
@@ -118,6 +124,7 @@ class _SessionIO:
             self.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
             self.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
         sys.stdout, sys.stderr = self.stdout, self.stderr
+        return blob
 
     def run_user(self):
         """Right before user code: the collector as the user left it."""
@@ -165,6 +172,7 @@ _SOL_SOCKET, _SCM_RIGHTS = 1, 1
 _MSG_CMSG_CLOEXEC, _MSG_CTRUNC = 0x40000000, 0x8
 _BYTEORDER = sys.byteorder
 _PIPES = b"o"
+_BLOB = b"b"
 
 
 def serve(sync, boot, prepared, err):
@@ -183,28 +191,46 @@ def serve(sync, boot, prepared, err):
     io = _SessionIO(sync)
     fence.protect_fds((FD_SYNC, io.null))
     g = None
+    initial = None
     n = 0
     while True:
-        seq, code = io.next_call()
+        seq, code, op = io.next_call()
         n += 1
-        io.attach_output()
+        blob = io.attach_output()
         if err is not None:
             reply = {"status": "internal", "message": err, "exit_code": 1}
+        elif op and (op not in ("checkpoint", "restore") or blob is None):
+            reply = {"status": "internal", "message": "session: op %r without its pipe" % op[:20], "exit_code": 125}
         else:
             try:
-                rejected, body, tail = execute.check_code(code, fence.user_file(n))
-                if rejected is not None:
-                    reply = rejected
-                else:
-                    execute.register_source(code, fence.user_file(n))
-                    if g is None:
-                        g = execute.user_globals(prepared)
+                if g is None:
+                    g = execute.user_globals(prepared)
+                    # What the session had before any user code: not the
+                    # user's, and never saved.
+                    initial = dict(g)
+                if op:
+                    # A checkpoint or restore runs as a call: the user's
+                    # __reduce__ and __setstate__ are user code.
                     execute.arm(prepared)
                     io.run_user()
-                    reply = execute.execute(body, tail, g, boot)
+                    if op == "checkpoint":
+                        reply = checkpoint.save(g, initial, blob)
+                    else:
+                        reply = checkpoint.restore(g, blob)
+                else:
+                    rejected, body, tail = execute.check_code(code, fence.user_file(n))
+                    if rejected is not None:
+                        reply = rejected
+                    else:
+                        execute.register_source(code, fence.user_file(n))
+                        execute.arm(prepared)
+                        io.run_user()
+                        reply = execute.execute(body, tail, g, boot)
             except BaseException as e:
                 reply = {"status": "internal", "exception": execute.type_name(e),
                          "message": "".join(("runner: ", str(e)))[:1000], "exit_code": 1}
+        if blob is not None:
+            io.close(blob)
         io.detach_output()
         io.send_reply(seq, reply)
 
