@@ -37,6 +37,9 @@ var (
 	// ErrSessionLimit is record.ErrSessionLimit: a new session would
 	// exceed a session limit and no idle one could be evicted.
 	ErrSessionLimit = record.ErrSessionLimit
+	// ErrNoSession is record.ErrNoSession: fork_session's source does not
+	// exist.
+	ErrNoSession = record.ErrNoSession
 )
 
 // ExitError reports code that ran and failed: an exception, a nonzero exit

@@ -67,6 +67,10 @@ type Config struct {
 	// Egress serves the network of profiles with an egress policy; nil
 	// makes such profiles refuse to run (ErrNoGateway).
 	Egress *Gateway
+	// Checkpoints keeps the checkpoints of hibernated sessions
+	// (hibernate_linux.go); nil: sessions never hibernate, and end as
+	// they did before checkpoints existed.
+	Checkpoints record.CheckpointStore
 }
 
 // Jail runs executions in fresh jails. It is safe for concurrent use:
@@ -93,7 +97,10 @@ type Jail struct {
 	// server in a user namespace never does; a container may have
 	// dropped it.
 	raisesHardLimits bool
-	teardowns        sync.WaitGroup
+	// rootfsID names the rootfs a session's checkpoint was made on; a
+	// checkpoint of another is not loaded (rootfsIdentity).
+	rootfsID  string
+	teardowns sync.WaitGroup
 	launcher
 }
 
@@ -150,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Jail, error) {
 		raisesHardLimits: raisesHardLimits(),
 		containersDir:    filepath.Join(cfg.Policy.StateDir, "containers"),
 		idmap:            newIdmapper(cfg.Policy.IDMap.SandboxHostID(), idmapDisabled(cfg.Policy)),
+		rootfsID:         rootfsIdentity(cfg.Rootfs),
 	}
 	if !j.raisesHardLimits {
 		log.Info("no CAP_SYS_RESOURCE in the host's user namespace: session calls' CPU-time limits are watched by the server, as a hard RLIMIT_CPU once lowered could not rise for a later call")

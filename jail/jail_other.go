@@ -18,6 +18,8 @@ type Config struct {
 	Rootfs   *rootfs.Layout
 	Logger   *slog.Logger
 	OnTiming func(Timing)
+	// Checkpoints is unused on this platform.
+	Checkpoints record.CheckpointStore
 }
 
 // Jail cannot run on this platform; New always fails.

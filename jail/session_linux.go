@@ -106,6 +106,11 @@ type sessionTable struct {
 	spares map[record.Profile]*spareJail
 	making map[record.Profile]bool
 
+	// pending holds, per key, the hibernation of a session retired from
+	// live but not yet saved: a new session of the key waits for it
+	// before it looks for a checkpoint. Guarded by mu.
+	pending map[sessionKey]chan struct{}
+
 	fileMu  sync.Mutex
 	written int64
 }
@@ -149,6 +154,17 @@ type session struct {
 	// kill is the reason of an end decided while someone else held the
 	// turn: the holder ends the session with it.
 	kill record.SessionReason
+	// hibernate: retired to be saved by bury (an eviction, a shutdown)
+	// rather than ended; if the checkpoint fails, the session ends with
+	// fallback. refusedAt is when an idle hibernation was last refused
+	// (the reaper waits hibernate_after again).
+	hibernate bool
+	fallback  record.SessionReason
+	refusedAt time.Time
+	// hold is the store's hold on the key (hibernate_linux.go), nil
+	// without checkpoints; released when the session ends or has
+	// hibernated.
+	hold func()
 
 	// The call in flight, owned by the turn's holder: what its result
 	// reports, why it ended the session (if it did), its output pipes.
@@ -177,6 +193,7 @@ func newSessionTable(p *Pool) *sessionTable {
 		ends:    map[record.Profile]map[record.SessionReason]int64{},
 		spares:  map[record.Profile]*spareJail{},
 		making:  map[record.Profile]bool{},
+		pending: map[sessionKey]chan struct{}{},
 	}
 	t.loadOrphans()
 	return t
@@ -333,7 +350,7 @@ func (t *sessionTable) reserveLocked(k sessionKey, prof policy.Profile, pools in
 		if lru == nil {
 			return false
 		}
-		t.retireLocked(lru, record.ReasonEvicted)
+		t.evictLocked(lru)
 		victims = append(victims, lru)
 		return true
 	}
@@ -428,8 +445,9 @@ func (t *sessionTable) countLocked(match func(*session) bool) int {
 // create forks the jail of the reserved session s. On failure the
 // reservation goes, and the key's previous end is remembered again.
 func (t *sessionTable) create(ctx context.Context, s *session, state record.SessionState, prof policy.Profile, req record.Request) (*instance, error) {
-	inst, err := t.fork(ctx, prof, req)
+	inst, err := t.forkResumed(ctx, s, &state, prof, req)
 	if err != nil {
+		t.unhold(s)
 		t.mu.Lock()
 		delete(t.live, s.k)
 		s.gone = true
@@ -459,6 +477,44 @@ func (t *sessionTable) create(ctx context.Context, s *session, state record.Sess
 	}
 	t.saveKeys()
 	return inst, nil
+}
+
+// forkResumed forks the jail of s and, if the key has a checkpoint, loads
+// it first (state resumed); a checkpoint that fails to load is deleted and
+// the state lost, in a second fresh jail.
+func (t *sessionTable) forkResumed(ctx context.Context, s *session, state *record.SessionState, prof policy.Profile, req record.Request) (*instance, error) {
+	t.mu.Lock()
+	pending := t.pending[s.k]
+	t.mu.Unlock()
+	if pending != nil {
+		// The key's previous session is being saved.
+		select {
+		case <-pending:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for session %q to hibernate: %w", s.k.key, ctx.Err())
+		}
+	}
+	if err := t.hold(s); err != nil {
+		return nil, err
+	}
+	cp := t.loadCheckpoint(s, state)
+	inst, err := t.fork(ctx, prof, req)
+	if err != nil || cp == nil {
+		return inst, err
+	}
+	// The jail is the session's from here: ops run as its calls.
+	inst.session = s
+	reason, err := t.restore(ctx, s, inst, cp, state)
+	if err == nil && reason == "" {
+		return inst, nil
+	}
+	t.p.j.teardown(inst)
+	inst.body.(*forkedBody).server.sessions.Add(-1)
+	if err != nil {
+		return nil, err
+	}
+	state.State, state.Reason = record.SessionLost, reason
+	return t.fork(ctx, prof, req)
 }
 
 // fork makes a session's jail from its profile's fork server, waiting for
@@ -579,7 +635,7 @@ func (s *session) exec(ctx context.Context, inst *instance, req record.Request, 
 		}
 		inst.scanBefore(ctx)
 	}
-	if err := s.startCall(inst, timeout); err != nil {
+	if err := s.startCall(inst, timeout, nil); err != nil {
 		s.endReason = record.ReasonServerRestart
 		return nil, fmt.Errorf("%w: starting a call of session jail %q: %w", errLostBeforeRun, inst.id, err)
 	}
@@ -645,7 +701,7 @@ func callEnd(res *record.Result, out outcome) record.SessionReason {
 // startCall readies the session's jail for a call, still frozen: the
 // call's CPU-time limit and counter baselines, fresh output pipes handed
 // to the runner on its sync socket, then the thaw.
-func (s *session) startCall(inst *instance, timeout time.Duration) error {
+func (s *session) startCall(inst *instance, timeout time.Duration, checkpointPipe *os.File) error {
 	fb := inst.body.(*forkedBody)
 	for drained := false; !drained; {
 		select {
@@ -702,8 +758,14 @@ func (s *session) startCall(inst *instance, timeout time.Duration) error {
 		return fmt.Errorf("creating the call's output pipes: %w", err)
 	}
 	defer closeAll(theirs)
-	rights := unix.UnixRights(int(theirs[0].Fd()), int(theirs[1].Fd()))
-	if _, _, err := fb.sync.WriteMsgUnix([]byte(pyrunner.SessionPipes), rights, nil); err != nil {
+	msg, fds := pyrunner.SessionPipes, []int{int(theirs[0].Fd()), int(theirs[1].Fd())}
+	if checkpointPipe != nil {
+		// A checkpoint or restore (hibernate_linux.go): the third
+		// descriptor is the checkpoint's pipe.
+		msg, fds = pyrunner.SessionBlob, append(fds, int(checkpointPipe.Fd()))
+	}
+	rights := unix.UnixRights(fds...)
+	if _, _, err := fb.sync.WriteMsgUnix([]byte(msg), rights, nil); err != nil {
 		undo.clean()
 		return fmt.Errorf("handing the call's output pipes to the runner: %w", err)
 	}
@@ -789,6 +851,26 @@ func (t *sessionTable) finish(inst *instance, res *record.Result) bool {
 	t.mu.Lock()
 	s.calls++
 	t.mu.Unlock()
+	if t.cfg.EveryCall() && t.checkpoints(s) {
+		// Before the answer: a server killed after it loses no call.
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		err := t.checkpoint(ctx, s, s.k.key)
+		cancel()
+		if err != nil {
+			t.p.j.log.Warn("checkpoint after a call failed", logKeyID, inst.id, "err", err)
+			if inst.dead() {
+				t.mu.Lock()
+				t.retireLocked(s, record.ReasonInternalError)
+				t.mu.Unlock()
+				if res.Session != nil {
+					res.Session.Ended, res.Session.EndReason = true, record.ReasonInternalError
+				}
+				s.release()
+				t.saveKeys()
+				return false
+			}
+		}
+	}
 	t.settles.Add(1)
 	go t.settle(s)
 	return true
@@ -842,6 +924,9 @@ func (t *sessionTable) end(s *session, reason record.SessionReason) {
 // session gone).
 func (t *sessionTable) bury(ended []*session) {
 	for _, s := range ended {
+		if s.hibernate {
+			t.saveRetired(s)
+		}
 		if s.inst != nil {
 			t.p.j.log.Info("session ended", logKeyID, s.inst.id, "reason", string(t.endOf(s)))
 			t.p.j.teardown(s.inst)
@@ -856,7 +941,31 @@ func (t *sessionTable) bury(ended []*session) {
 func (t *sessionTable) endOf(s *session) record.SessionReason {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.ended[s.k].reason
+	if ts, ok := t.ended[s.k]; ok {
+		return ts.reason
+	}
+	return record.ReasonHibernated
+}
+
+// saveRetired hibernates a session retired with s.hibernate (turn held):
+// its checkpoint, then the end, hibernated or its fallback.
+func (t *sessionTable) saveRetired(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+	err := t.checkpoint(ctx, s, s.k.key)
+	cancel()
+	reason := record.ReasonHibernated
+	if err != nil {
+		t.p.j.log.Warn("hibernating a session failed; it ends", logKeyID, s.inst.id, "reason", string(s.fallback), "err", err)
+		reason = s.fallback
+	}
+	t.mu.Lock()
+	s.hibernate = false
+	t.settleEndLocked(s, reason)
+	if ch := t.pending[s.k]; ch != nil {
+		close(ch)
+		delete(t.pending, s.k)
+	}
+	t.mu.Unlock()
 }
 
 // retireLocked takes s out of the table and remembers why it ended.
@@ -873,12 +982,53 @@ func (t *sessionTable) retireLocked(s *session, reason record.SessionReason) {
 	t.gen++
 	if s.inst != nil {
 		s.inst.body.(*forkedBody).server.sessions.Add(-1)
+	}
+	if s.hibernate {
+		// bury saves it, then settles the end (settleEndLocked).
+		s.fallback = reason
+		t.pending[s.k] = make(chan struct{})
+		return
+	}
+	t.settleEndLocked(s, reason)
+}
+
+// settleEndLocked counts a retired session's end, keeps the key's
+// checkpoint or deletes it, remembers the end for the key's next call
+// (but for a hibernation, whose next call resumes) and drops the hold.
+func (t *sessionTable) settleEndLocked(s *session, reason record.SessionReason) {
+	if s.inst != nil {
 		if t.ends[s.k.profile] == nil {
 			t.ends[s.k.profile] = map[record.SessionReason]int64{}
 		}
 		t.ends[s.k.profile][reason]++
 	}
-	t.rememberLocked(s.k, reason)
+	if t.checkpoints(s) && reason != record.ReasonHibernated && reason != record.ReasonServerRestart {
+		_ = t.p.j.cfg.Checkpoints.Delete(s.k.profile, s.k.key)
+	}
+	if reason != record.ReasonHibernated {
+		t.rememberLocked(s.k, reason)
+	}
+	if s.hold != nil {
+		s.hold()
+		s.hold = nil
+	}
+}
+
+// unhold drops s's hold, if any (a session that never began).
+func (t *sessionTable) unhold(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.hold != nil {
+		s.hold()
+		s.hold = nil
+	}
+}
+
+// evictLocked retires the idle session s (turn held) for the caps or the
+// memory budget: to hibernate where it can, else evicted.
+func (t *sessionTable) evictLocked(s *session) {
+	s.hibernate = t.checkpoints(s)
+	t.retireLocked(s, record.ReasonEvicted)
 }
 
 // rememberLocked keeps the end of k's session for its next call, within
@@ -907,7 +1057,7 @@ func (t *sessionTable) rememberLocked(k sessionKey, reason record.SessionReason)
 // endWhere ends every live session that match selects, with reason:
 // at once if it is idle, else by killing its jail, and the call that holds
 // it ends it with reason. It reports how many it found.
-func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.SessionReason) int {
+func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.SessionReason, hibernate bool) int {
 	t.mu.Lock()
 	var idle []*session
 	n := 0
@@ -917,6 +1067,7 @@ func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.Sessi
 		}
 		n++
 		if s.inst != nil && s.tryAcquire() {
+			s.hibernate = hibernate && t.checkpoints(s)
 			t.retireLocked(s, reason)
 			idle = append(idle, s)
 			continue
@@ -958,7 +1109,7 @@ func (t *sessionTable) enforceBudget() {
 		if lru == nil {
 			return false
 		}
-		t.retireLocked(lru, record.ReasonEvicted)
+		t.evictLocked(lru)
 		victims = append(victims, lru)
 		return true
 	}
@@ -984,12 +1135,12 @@ func (t *sessionTable) reap(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		ttl, age := t.cfg.IdleTTL.D(), t.cfg.MaxAge.D()
+		ttl, age, hib := t.cfg.IdleTTL.D(), t.cfg.MaxAge.D(), t.cfg.HibernateAfter.D()
 		type victim struct {
 			s      *session
 			reason record.SessionReason
 		}
-		var victims []victim
+		var victims, sleepers []victim
 		t.mu.Lock()
 		for _, s := range t.live {
 			var reason record.SessionReason
@@ -997,7 +1148,14 @@ func (t *sessionTable) reap(ctx context.Context) {
 			case s.inst == nil:
 			case s.inst.dead():
 				reason = record.ReasonServerRestart
-			case now.Sub(s.lastUsed) >= ttl || now.Sub(s.created) >= age:
+			case now.Sub(s.created) >= age:
+				reason = record.ReasonExpired
+			case hib > 0 && t.checkpoints(s) && now.Sub(s.lastUsed) >= hib && now.Sub(s.refusedAt) >= hib:
+				if s.tryAcquire() {
+					sleepers = append(sleepers, victim{s, record.ReasonHibernated})
+				}
+				continue
+			case now.Sub(s.lastUsed) >= ttl:
 				reason = record.ReasonExpired
 			}
 			if reason != "" && s.tryAcquire() {
@@ -1008,19 +1166,48 @@ func (t *sessionTable) reap(ctx context.Context) {
 		for _, v := range victims {
 			t.end(v.s, v.reason)
 		}
+		for _, v := range sleepers {
+			t.hibernateIdle(v.s)
+		}
 	}
 }
 
-// close ends every session (Pool.Close): idle ones at once, busy ones by
-// killing their jails, and waits, within sessionCloseWait, for the calls
-// to hand them back and for the settles. The keys file keeps their keys
-// for the next server process.
+// hibernateIdle saves an idle session (turn held) and frees its jail. A
+// checkpoint that fails or is refused (its size, the owner's quota)
+// leaves the session live, frozen again, until idle_ttl; one that killed
+// the jail ends it.
+func (t *sessionTable) hibernateIdle(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+	err := t.checkpoint(ctx, s, s.k.key)
+	cancel()
+	if err == nil {
+		t.end(s, record.ReasonHibernated)
+		return
+	}
+	if s.inst.dead() {
+		t.p.j.log.Warn("hibernating a session killed its jail", logKeyID, s.inst.id, "err", err)
+		t.end(s, record.ReasonInternalError)
+		return
+	}
+	t.p.j.log.Warn("hibernating an idle session refused; it stays live", logKeyID, s.inst.id, "err", err)
+	t.mu.Lock()
+	s.refusedAt = time.Now()
+	t.mu.Unlock()
+	t.settles.Add(1)
+	t.settle(s)
+}
+
+// close ends every session (Pool.Close): idle ones at once (hibernated,
+// where the server keeps checkpoints), busy ones by killing their jails,
+// and waits, within sessionCloseWait, for the calls to hand them back and
+// for the settles. The keys file keeps their keys for the next server
+// process.
 func (t *sessionTable) close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
 	deadline := time.Now().Add(sessionCloseWait)
-	for t.endWhere(func(sessionKey) bool { return true }, record.ReasonServerRestart) > 0 {
+	for t.endWhere(func(sessionKey) bool { return true }, record.ReasonServerRestart, true) > 0 {
 		if time.Now().After(deadline) {
 			t.p.j.log.Warn("sessions still busy after the pool closed")
 			break
@@ -1072,6 +1259,10 @@ func (t *sessionTable) list(prefix string) []record.SessionInfo {
 		})
 		insts = append(insts, s.inst)
 	}
+	live := make(map[sessionKey]bool, len(t.live))
+	for k := range t.live {
+		live[k] = true
+	}
 	t.mu.Unlock()
 	// Memory now, read outside the lock: a cgroup file each.
 	for i, inst := range insts {
@@ -1079,6 +1270,7 @@ func (t *sessionTable) list(prefix string) []record.SessionInfo {
 			out[i].MemoryBytes = n
 		}
 	}
+	out = append(out, t.hibernated(prefix, live)...)
 	slices.SortFunc(out, func(a, b record.SessionInfo) int {
 		return cmpOr(strings.Compare(a.Key, b.Key), strings.Compare(string(a.Profile), string(b.Profile)))
 	})
@@ -1251,7 +1443,8 @@ func (p *Pool) runSession(ctx context.Context, req record.Request) (*record.Resu
 // killed and its result says the session ended; the key's next call
 // reports state lost, reason closed.
 func (p *Pool) CloseSession(key string) bool {
-	return p.sessions.endWhere(func(k sessionKey) bool { return k.key == key }, record.ReasonClosed) > 0
+	n := p.sessions.endWhere(func(k sessionKey) bool { return k.key == key }, record.ReasonClosed, false)
+	return p.sessions.dropCheckpoints(func(record.Profile) bool { return true }, key, true, record.ReasonClosed) > 0 || n > 0
 }
 
 // EndSessions ends every live session of profile ("" for any) whose key
@@ -1260,10 +1453,44 @@ func (p *Pool) CloseSession(key string) bool {
 // workspace. Calls running in them are killed. It reports how many it
 // ended.
 func (p *Pool) EndSessions(profile record.Profile, prefix string, reason record.SessionReason) int {
-	return p.sessions.endWhere(func(k sessionKey) bool {
+	n := p.sessions.endWhere(func(k sessionKey) bool {
 		return (profile == "" || k.profile == profile) && strings.HasPrefix(k.key, prefix)
-	}, reason)
+	}, reason, false)
+	return n + p.sessions.dropCheckpoints(func(pr record.Profile) bool { return profile == "" || pr == profile }, prefix, false, reason)
 }
+
+// HibernateSessions saves the idle sessions whose keys start with prefix
+// and frees their jails (an owner going away while the server keeps
+// checkpoints: its sessions resume when it comes back). Busy ones are
+// left to finish. It reports how many it saved.
+func (p *Pool) HibernateSessions(prefix string) int {
+	t := p.sessions
+	t.mu.Lock()
+	var idle []*session
+	for k, s := range t.live {
+		if strings.HasPrefix(k.key, prefix) && s.inst != nil && t.checkpoints(s) && s.tryAcquire() {
+			idle = append(idle, s)
+		}
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, s := range idle {
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		err := t.checkpoint(ctx, s, s.k.key)
+		cancel()
+		if err != nil {
+			t.p.j.log.Warn("hibernating a session failed; it ends", logKeyID, s.inst.id, "err", err)
+			t.end(s, record.ReasonClosed)
+			continue
+		}
+		t.end(s, record.ReasonHibernated)
+		n++
+	}
+	return n
+}
+
+// Checkpoints reports whether sessions hibernate here.
+func (p *Pool) Checkpoints() bool { return p.j.cfg.Checkpoints != nil }
 
 // Sessions lists the live sessions whose keys start with prefix, by key.
 func (p *Pool) Sessions(prefix string) []record.SessionInfo {

@@ -52,6 +52,31 @@ type SessionRunner interface {
 	Sessions(prefix string) []record.SessionInfo
 }
 
+// SessionCheckpointer is a SessionRunner whose sessions hibernate to
+// checkpoints (SPEC §11); *jail.Pool satisfies it, and reports through
+// Checkpoints whether it keeps them. fork_session needs it.
+type SessionCheckpointer interface {
+	SessionRunner
+	// Checkpoints reports whether sessions hibernate on this server.
+	Checkpoints() bool
+	// ForkSession copies session src's state into a new session dst, in
+	// every profile where src exists, and reports those profiles.
+	ForkSession(ctx context.Context, src, dst string) ([]record.Profile, error)
+	// HibernateSessions saves the idle sessions whose keys start with
+	// prefix and frees their jails.
+	HibernateSessions(prefix string) int
+}
+
+// checkpointer returns the Runner's checkpoint side if it keeps
+// checkpoints.
+func (s *Server) checkpointer() (SessionCheckpointer, bool) {
+	c, ok := s.cfg.Runner.(SessionCheckpointer)
+	if !ok || !c.Checkpoints() || !s.cfg.Policy.Sessions.Enabled() {
+		return nil, false
+	}
+	return c, true
+}
+
 // maxSessionName bounds a session name; names are for models to repeat,
 // not to carry data.
 const maxSessionName = 64
@@ -123,7 +148,7 @@ func (s *Server) sessionRunner() (SessionRunner, string) {
 // when the caller can act on it (a limit, sessions unavailable for the
 // profile); it returns nil for host failures.
 func sessionError(tool string, err error) *mcp.CallToolResult {
-	if errors.Is(err, record.ErrSessionLimit) || errors.Is(err, record.ErrSessionsUnavailable) {
+	if errors.Is(err, record.ErrSessionLimit) || errors.Is(err, record.ErrSessionsUnavailable) || errors.Is(err, record.ErrSessionElsewhere) {
 		return mcp.NewToolResultError(tool + ": " + err.Error())
 	}
 	return nil
@@ -153,11 +178,36 @@ func sessionText(st *record.SessionState) string {
 		fmt.Fprintf(&b, "session '%s' preserved: variables, imports and /tmp from its earlier calls are there (call %d)", st.Name, st.Calls)
 	case record.SessionLost:
 		fmt.Fprintf(&b, "session '%s' was reset: %s; variables from earlier calls are gone", st.Name, lostPhrase(st.Reason))
+	case record.SessionResumed:
+		b.WriteString(resumedText(st))
 	}
 	if st.Ended {
 		fmt.Fprintf(&b, "\nsession '%s' ended: %s; the next call with session '%s' starts from nothing", st.Name, endPhrase(st.EndReason), st.Name)
 	}
 	return b.String()
+}
+
+// resumedText says where a resumed session came back from and what of
+// it did not.
+func resumedText(st *record.SessionState) string {
+	var b strings.Builder
+	r := st.Resumed
+	if r == nil {
+		fmt.Fprintf(&b, "session '%s' resumed from its checkpoint (call %d)", st.Name, st.Calls)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "session '%s' resumed from its checkpoint after call %d, made %s ago: variables, functions and imports are back; /tmp and running threads are not",
+		st.Name, r.Calls, time.Since(r.CheckpointAt).Round(time.Second))
+	if r.Interrupted {
+		b.WriteString("; the server that held it stopped without saving it, so what calls after that one did is lost")
+	}
+	if len(r.NotRestored) > 0 {
+		b.WriteString("\nnot restored:")
+		for _, nr := range r.NotRestored {
+			fmt.Fprintf(&b, " %s (%s);", nr.Name, nr.Reason)
+		}
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }
 
 // lostPhrase says why the previous session ended, in the past.
@@ -211,9 +261,11 @@ type sessionListing struct {
 	Calls       int            `json:"calls"`
 	MemoryBytes int64          `json:"memory_bytes"`
 	ExpiresAt   time.Time      `json:"expires_at"`
-	// State is "running" while a call runs in it, else "idle" (frozen
-	// between calls, using no CPU).
-	State string `json:"state"`
+	// State is "running" while a call runs in it, "idle" (frozen between
+	// calls, using no CPU), or "hibernated" (no jail: a checkpoint of
+	// CheckpointBytes on disk; its next call resumes it).
+	State           string `json:"state"`
+	CheckpointBytes int64  `json:"checkpoint_bytes,omitempty"`
 }
 
 // listSessions serves list_sessions: the caller's live sessions.
@@ -231,20 +283,27 @@ func (s *Server) listSessions(ctx context.Context, _ *call, _ *noArgs) (*mcp.Cal
 	var b strings.Builder
 	for _, in := range sr.Sessions(prefix) {
 		state := "idle"
-		if in.Busy {
+		switch {
+		case in.Busy:
 			state = "running"
+		case in.Hibernated:
+			state = "hibernated"
 		}
 		l := sessionListing{
 			Name: strings.TrimPrefix(in.Key, prefix), Profile: in.Profile, Created: in.Created.UTC(), LastUsed: in.LastUsed.UTC(),
-			Calls: in.Calls, MemoryBytes: in.MemoryBytes, ExpiresAt: in.ExpiresAt.UTC(), State: state,
+			Calls: in.Calls, MemoryBytes: in.MemoryBytes, ExpiresAt: in.ExpiresAt.UTC(), State: state, CheckpointBytes: in.CheckpointBytes,
 		}
 		out.Sessions = append(out.Sessions, l)
+		size := policy.FormatBytes(l.MemoryBytes)
+		if in.Hibernated {
+			size = policy.FormatBytes(l.CheckpointBytes) + " on disk"
+		}
 		fmt.Fprintf(&b, "%s (%s, %s): %d call(s), %s, created %s, last used %s, expires %s\n",
-			l.Name, toolOf(l.Profile), state, l.Calls, policy.FormatBytes(l.MemoryBytes),
+			l.Name, toolOf(l.Profile), state, l.Calls, size,
 			l.Created.Format(time.RFC3339), l.LastUsed.Format(time.RFC3339), l.ExpiresAt.Format(time.RFC3339))
 	}
 	if len(out.Sessions) == 0 {
-		b.WriteString("no live sessions")
+		b.WriteString("no sessions")
 	}
 	return structured(strings.TrimSuffix(b.String(), "\n"), out), nil
 }
@@ -267,13 +326,60 @@ func (s *Server) closeSession(ctx context.Context, _ *call, a *sessionArgs) (*mc
 	closed := sr.CloseSession(sessionOwner(ctx) + "/" + a.Session)
 	text := fmt.Sprintf("session '%s' closed: its variables are gone; the next call with session '%s' starts a new one", a.Session, a.Session)
 	if !closed {
-		text = fmt.Sprintf("no live session '%s'; nothing to close", a.Session)
+		text = fmt.Sprintf("no session '%s', live or hibernated; nothing to close", a.Session)
 	}
 	return structured(text, map[string]any{"session": a.Session, "closed": closed}), nil
 }
 
+// forkArgs are the arguments of fork_session.
+type forkArgs struct {
+	Session    string `json:"session"`
+	NewSession string `json:"new_session"`
+}
+
+func (a *forkArgs) check(*Server, *call) string {
+	if m := checkSessionName(a.Session); m != "" {
+		return m
+	}
+	if m := checkSessionName(a.NewSession); m != "" {
+		return "new_" + m
+	}
+	if a.Session == a.NewSession {
+		return "new_session is the same as session; give the copy another name"
+	}
+	return ""
+}
+
+// forkSession serves fork_session: a new session of the caller's with
+// the state of one of theirs.
+func (s *Server) forkSession(ctx context.Context, _ *call, a *forkArgs) (*mcp.CallToolResult, error) {
+	c, ok := s.checkpointer()
+	if !ok {
+		return nil, &refusal{msg: "fork_session needs session checkpoints, which this server does not keep"}
+	}
+	owner := sessionOwner(ctx) + "/"
+	profiles, err := c.ForkSession(ctx, owner+a.Session, owner+a.NewSession)
+	if err != nil {
+		return nil, &refusal{msg: "fork_session: " + strings.ReplaceAll(err.Error(), owner, "")}
+	}
+	tools := make([]string, len(profiles))
+	for i, p := range profiles {
+		tools[i] = toolOf(p)
+	}
+	text := fmt.Sprintf("session '%s' forked into '%s' (%s): the copy has the state '%s' has now; from here the two diverge",
+		a.Session, a.NewSession, strings.Join(tools, ", "), a.Session)
+	return structured(text, map[string]any{"session": a.Session, "new_session": a.NewSession, "tools": tools}), nil
+}
+
 // endOwnerSessions ends the sessions of an owner that went away.
 func (s *Server) endOwnerSessions(owner string) {
+	if c, ok := s.checkpointer(); ok {
+		// They resume when the owner comes back (the stdio client's next
+		// server, the tenant's next MCP session).
+		if n := c.HibernateSessions(owner + "/"); n > 0 {
+			s.log.Info("hibernated the sessions of a client that went away", "owner", owner, "sessions", n)
+		}
+	}
 	if sr, ok := s.cfg.Runner.(SessionRunner); ok {
 		if n := sr.EndSessions("", owner+"/", record.ReasonClosed); n > 0 {
 			s.log.Info("ended the sessions of a client that went away", "owner", owner, "sessions", n)
@@ -301,6 +407,9 @@ type sessionsStatus struct {
 	// Yours counts the caller's live sessions and their memory now.
 	Yours       int   `json:"yours"`
 	YoursMemory int64 `json:"yours_memory_bytes"`
+	// YoursHibernated counts the caller's sessions saved to checkpoints.
+	YoursHibernated int    `json:"yours_hibernated"`
+	HibernateAfter  string `json:"hibernate_after,omitempty"`
 	// Live and MemoryBytes cover every owner (operators only).
 	Live        *int   `json:"live,omitempty"`
 	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
@@ -313,22 +422,32 @@ func (s *Server) sessionsStatus(ctx context.Context, operator bool) *sessionsSta
 		IdleTTL: c.IdleTTL.D().String(), MaxAge: c.MaxAge.D().String(),
 		MaxPerOwner: c.MaxPerOwner, MaxTotal: c.MaxTotal, BudgetBytes: c.MemoryBudgetBytes,
 	}
+	if _, ok := s.checkpointer(); ok && c.HibernateAfter > 0 {
+		st.HibernateAfter = c.HibernateAfter.D().String()
+	}
 	sr, msg := s.sessionRunner()
 	if msg != "" {
 		return st
 	}
 	st.Enabled = true
 	for _, in := range sr.Sessions(sessionOwner(ctx) + "/") {
+		if in.Hibernated {
+			st.YoursHibernated++
+			continue
+		}
 		st.Yours++
 		st.YoursMemory += in.MemoryBytes
 	}
 	if operator {
 		all := sr.Sessions("")
 		var n int64
+		live := 0
 		for _, in := range all {
-			n += in.MemoryBytes
+			if !in.Hibernated {
+				n += in.MemoryBytes
+				live++
+			}
 		}
-		live := len(all)
 		st.Live, st.MemoryBytes = &live, &n
 	}
 	return st

@@ -28,6 +28,7 @@ const (
 	toolListFiles       = "list_workspace_files"
 	toolListSessions    = "list_sessions"
 	toolCloseSession    = "close_session"
+	toolForkSession     = "fork_session"
 )
 
 // hints are a tool's annotations. Every field is set on every tool because
@@ -140,6 +141,13 @@ func (s *Server) tools() []toolSpec {
 		{Tool: newTool(toolListFiles, "List workspace files",
 			"List the files and directories under a workspace directory (default: all of it) with size, type and modification time.",
 			readOnly), right: ws, store: storeWorkspace, logic: logic(s.listFiles)},
+	}
+	if _, ok := s.checkpointer(); ok {
+		// Listed only where sessions hibernate (SPEC §11): forking copies
+		// a checkpoint.
+		specs = append(specs, toolSpec{Tool: newTool(toolForkSession, "Fork a session",
+			"Copy your Python session (session) into a new session (new_session) in the run tools where it exists: the copy has its variables, functions and imports as they are now, and from here the two diverge. new_session must not exist yet.",
+			creates), right: run, logic: logic(s.forkSession)})
 	}
 	if s.cfg.Packages != nil && s.cfg.Packages.Config.IndexURL != "" {
 		// Listed only where the server installs packages (SPEC §13): a

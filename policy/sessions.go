@@ -38,18 +38,47 @@ type Sessions struct {
 	// warm pool keeps its own warm.memory_budget_bytes either way).
 	// Default 2 GiB.
 	MemoryBudgetBytes int64 `json:"memory_budget_bytes"`
+	// HibernateAfter, where the server keeps checkpoints (a data or state
+	// directory), saves a session idle this long to a checkpoint and frees
+	// its jail; its next call resumes it (state resumed). Memory pressure
+	// and the session caps hibernate instead of evicting, and a graceful
+	// shutdown hibernates every idle session. 0 never hibernates an idle
+	// session (it lives until idle_ttl). Default 5 minutes.
+	HibernateAfter Duration `json:"hibernate_after"`
+	// Checkpoint is when checkpoints are made: "idle" (hibernation,
+	// pressure and shutdown only; the default) or "every_call" (after
+	// every call too, so a killed server loses no call, at a cost per
+	// call that pyjail bench and the session benchmarks measure).
+	Checkpoint string `json:"checkpoint"`
+	// MaxCheckpointBytes caps one session's checkpoint. A bigger one is
+	// refused and the session stays live. Default 512 MiB.
+	MaxCheckpointBytes int64 `json:"max_checkpoint_bytes"`
+	// OwnerCheckpointBytes caps the checkpoints of one owner (a tenant,
+	// or the stdio client) on disk, across profiles. Default 2 GiB.
+	OwnerCheckpointBytes int64 `json:"owner_checkpoint_bytes"`
 }
 
-// DefaultSessions returns sessions that expire after 15 minutes idle or 4
-// hours in all, at most 8 per owner and 64 in all, within 2 GiB shared
+// Checkpoint policies (Sessions.Checkpoint).
+const (
+	CheckpointIdle      = "idle"
+	CheckpointEveryCall = "every_call"
+)
+
+// DefaultSessions returns sessions that hibernate after 5 minutes idle
+// (where checkpoints are kept; else they expire after 15), live at most 3
+// days in all, at most 8 per owner and 64 in all live, within 2 GiB shared
 // with the warm pools.
 func DefaultSessions() Sessions {
 	return Sessions{
-		IdleTTL:           Duration(15 * time.Minute),
-		MaxAge:            Duration(4 * time.Hour),
-		MaxPerOwner:       8,
-		MaxTotal:          64,
-		MemoryBudgetBytes: 2 * GiB,
+		IdleTTL:              Duration(15 * time.Minute),
+		MaxAge:               Duration(72 * time.Hour),
+		MaxPerOwner:          8,
+		MaxTotal:             64,
+		MemoryBudgetBytes:    2 * GiB,
+		HibernateAfter:       Duration(5 * time.Minute),
+		Checkpoint:           CheckpointIdle,
+		MaxCheckpointBytes:   512 * MiB,
+		OwnerCheckpointBytes: 2 * GiB,
 	}
 }
 
@@ -74,5 +103,22 @@ func checkSessions(c Config) error {
 	if s.MemoryBudgetBytes != 0 && s.MemoryBudgetBytes < 64*MiB {
 		errs = append(errs, fmt.Errorf("memory_budget_bytes %d must be 0 (no budget) or at least 64 MiB", s.MemoryBudgetBytes))
 	}
+	if h := s.HibernateAfter.D(); h != 0 && (h < time.Second || h > 24*time.Hour) {
+		errs = append(errs, fmt.Errorf("hibernate_after %v must be 0 (never) or in [1s, 24h]", h))
+	}
+	switch s.Checkpoint {
+	case "", CheckpointIdle, CheckpointEveryCall:
+	default:
+		errs = append(errs, fmt.Errorf("checkpoint %q must be %q or %q", s.Checkpoint, CheckpointIdle, CheckpointEveryCall))
+	}
+	if s.MaxCheckpointBytes < 0 || (s.MaxCheckpointBytes > 0 && s.MaxCheckpointBytes < MiB) {
+		errs = append(errs, fmt.Errorf("max_checkpoint_bytes %d must be 0 (no limit) or at least 1 MiB", s.MaxCheckpointBytes))
+	}
+	if s.OwnerCheckpointBytes < 0 || (s.OwnerCheckpointBytes > 0 && s.OwnerCheckpointBytes < s.MaxCheckpointBytes) {
+		errs = append(errs, fmt.Errorf("owner_checkpoint_bytes %d must be 0 (no limit) or at least max_checkpoint_bytes %d", s.OwnerCheckpointBytes, s.MaxCheckpointBytes))
+	}
 	return errors.Join(errs...)
 }
+
+// EveryCall reports whether a checkpoint follows every call.
+func (s Sessions) EveryCall() bool { return s.Checkpoint == CheckpointEveryCall }

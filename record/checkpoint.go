@@ -39,6 +39,8 @@ var (
 	ErrCheckpointQuota = errors.New("checkpoint quota exceeded")
 	// ErrSessionElsewhere: another server process holds the session live.
 	ErrSessionElsewhere = errors.New("the session is live on another server")
+	// ErrNoSession: no session of that name, live or hibernated.
+	ErrNoSession = errors.New("no such session")
 )
 
 // NameReason is a name of a session's state and why it was not saved or
@@ -83,6 +85,10 @@ type Resume struct {
 	Calls        int          `json:"calls"`
 	Restored     []string     `json:"restored"`
 	NotRestored  []NameReason `json:"not_restored"`
+	// Interrupted: the server that last held the session stopped without
+	// saving it (killed, or a call was running): the calls after Calls
+	// were lost.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // CheckpointStore keeps the checkpoints of hibernated sessions by
@@ -100,4 +106,20 @@ type CheckpointStore interface {
 	// Hold marks key live in this process until release is called, or
 	// fails with ErrSessionElsewhere.
 	Hold(profile Profile, key string) (release func(), err error)
+	// List returns the stored checkpoints whose keys start with prefix,
+	// sorted by key.
+	List(profile Profile, prefix string) ([]CheckpointInfo, error)
+	// Stat describes key's checkpoint from its manifest, or returns
+	// ErrNoCheckpoint.
+	Stat(profile Profile, key string) (CheckpointInfo, error)
+}
+
+// CheckpointInfo describes a stored checkpoint without its bytes.
+type CheckpointInfo struct {
+	Key            string    `json:"key"`
+	Profile        Profile   `json:"profile"`
+	Bytes          int64     `json:"bytes"`
+	Created        time.Time `json:"created"`
+	Calls          int       `json:"calls"`
+	SessionCreated time.Time `json:"session_created"`
 }

@@ -167,4 +167,9 @@ type SessionInfo struct {
 	Frozen bool `json:"frozen"`
 	// Busy: a call is running in it now.
 	Busy bool `json:"busy"`
+	// Hibernated: it has no jail; its state is a checkpoint of
+	// CheckpointBytes on disk, and its next call resumes it. LastUsed is
+	// then when the checkpoint was made.
+	Hibernated      bool  `json:"hibernated,omitempty"`
+	CheckpointBytes int64 `json:"checkpoint_bytes,omitempty"`
 }

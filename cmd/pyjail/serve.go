@@ -28,6 +28,7 @@ import (
 	"github.com/pyjail/pyjail/policy"
 	"github.com/pyjail/pyjail/record"
 	"github.com/pyjail/pyjail/rootfs"
+	"github.com/pyjail/pyjail/sessionstore"
 	"github.com/pyjail/pyjail/signin"
 )
 
@@ -55,6 +56,7 @@ type serveFlags struct {
 	common     commonFlags
 	workspace  string
 	snapshots  string
+	sessions   string
 	noWarm     bool
 	http       string
 	tokens     string
@@ -162,6 +164,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, bool) {
 	data := defaultDataDir()
 	fs.StringVar(&f.workspace, "workspace", data+"/workspace", "stdio: workspace directory for run_sandbox_code, the file tools and snapshots")
 	fs.StringVar(&f.snapshots, "snapshots", data+"/snapshots", "stdio: directory that stores workspace snapshots")
+	fs.StringVar(&f.sessions, "sessions", "", "stdio: directory that keeps hibernated sessions' checkpoints (default: \"sessions\" beside the snapshots directory; \"off\": sessions never hibernate)")
 	fs.BoolVar(&f.noWarm, "no-warm", false, "disable the pools of pre-started jails (every run starts cold)")
 	fs.StringVar(&f.http, "http", "", "serve MCP over streamable HTTP on ADDR (host:port) instead of stdio")
 	fs.StringVar(&f.tokens, "tokens", tokens.DefaultPath(), "HTTP: the tokens file (tenants and the sha256 of their tokens); see `pyjail token`")
@@ -213,7 +216,7 @@ func (sv *serving) prepareDirs() error {
 // keeps sessions (SPEC §11); and the host report sandbox://status shows:
 // the isolation layers, the rootfs and the workspace probe.
 func (sv *serving) startRunner(ctx context.Context) error {
-	j, cfg, layout, err := sv.f.common.newJail(ctx, sv.log)
+	j, cfg, layout, err := sv.f.common.newJail(ctx, sv.log, sv.checkpointStore)
 	if err != nil {
 		return err
 	}
@@ -232,7 +235,7 @@ func (sv *serving) startRunner(ctx context.Context) error {
 		sv.runner = sv.pool
 	}
 	// The pool keeps sessions; mcpserver finds them through this interface.
-	var _ mcpserver.SessionRunner = sv.pool
+	var _ mcpserver.SessionCheckpointer = sv.pool
 	sv.host = j.Host()
 	wsProbe := sv.workspace
 	if sv.f.http != "" {
@@ -242,6 +245,50 @@ func (sv *serving) startRunner(ctx context.Context) error {
 		Name: "rootfs", Required: true, Active: true,
 		Detail: fmt.Sprintf("%s rootfs at %s", layout.Kind, layout.Root),
 	}, jail.ProbeWorkspace(wsProbe, cfg))
+	return nil
+}
+
+// checkpointStore gives the jail the store of hibernated sessions (SPEC
+// §11): over HTTP each tenant's under its data, DIR/tenants/<tenant>/
+// sessions, so replicas sharing the data directory resume each other's
+// sessions; over stdio the --sessions directory. Without a warm pool there
+// are no sessions to keep.
+func (sv *serving) checkpointStore(jcfg *jail.Config, cfg policy.Config) error {
+	if sv.f.noWarm || !cfg.Sessions.Enabled() {
+		return nil
+	}
+	var locate func(owner string) (string, error)
+	if sv.f.http != "" {
+		tenants := filepath.Join(sv.f.dataDir, "tenants")
+		locate = func(owner string) (string, error) {
+			name, ok := strings.CutPrefix(owner, "tenant:")
+			if !ok || !tokens.ValidName(name) {
+				return "", fmt.Errorf("owner %q keeps no checkpoints: only tenants' sessions hibernate over HTTP", owner)
+			}
+			return filepath.Join(tenants, name, "sessions"), nil
+		}
+	} else {
+		dir := sv.f.sessions
+		switch dir {
+		case "off":
+			return nil
+		case "":
+			dir = filepath.Join(filepath.Dir(filepath.Clean(sv.f.snapshots)), "sessions")
+		}
+		locate = func(owner string) (string, error) {
+			if owner != "client:stdio" {
+				return "", fmt.Errorf("owner %q keeps no checkpoints", owner)
+			}
+			return dir, nil
+		}
+	}
+	st, err := sessionstore.New(sessionstore.Options{
+		Locate: locate, MaxBlobBytes: cfg.Sessions.MaxCheckpointBytes, OwnerBytes: cfg.Sessions.OwnerCheckpointBytes, Version: version,
+	})
+	if err != nil {
+		return fmt.Errorf("session checkpoints: %w", err)
+	}
+	jcfg.Checkpoints = st
 	return nil
 }
 

@@ -94,7 +94,7 @@ func defaultRootfsDirs() []string {
 
 // newJail loads the config, the rootfs and the jail, logging every seccomp
 // relaxation so operators see what the policy gives away.
-func (c *commonFlags) newJail(ctx context.Context, log *slog.Logger) (*jail.Jail, policy.Config, *rootfs.Layout, error) {
+func (c *commonFlags) newJail(ctx context.Context, log *slog.Logger, configure ...func(*jail.Config, policy.Config) error) (*jail.Jail, policy.Config, *rootfs.Layout, error) {
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return nil, cfg, nil, err
@@ -115,6 +115,11 @@ func (c *commonFlags) newJail(ctx context.Context, log *slog.Logger) (*jail.Jail
 				jcfg.Egress = egress.New(egress.Config{Logger: log.With("component", "egress")})
 			}
 			log.Info("egress open", "profile", name, "hosts", e.Hosts(), "limits", e.Limits.Effective())
+		}
+	}
+	for _, f := range configure {
+		if err := f(&jcfg, cfg); err != nil {
+			return nil, cfg, nil, err
 		}
 	}
 	j, err := jail.New(ctx, jcfg)
