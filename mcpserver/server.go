@@ -361,7 +361,7 @@ const instructions = `pyjail runs untrusted Python in a fresh, throwaway Linux j
 - create_state_snapshot / restore_state_snapshot / diff_state_snapshot / list_state_snapshots / delete_state_snapshot: checkpoint the workspace and roll it back.
 - validate_json / validate_csv: check data against JSON Schema (see sandbox://schemas) or CSV column rules.
 
-Each run starts from scratch unless you pass session: calls with the same session name share one interpreter (variables, imports, /tmp), and every result says whether the session is new, preserved or was reset (and why). list_sessions and close_session manage them; idle sessions expire. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
+Each run starts from scratch unless you pass session: calls with the same session name share one interpreter (variables, imports, /tmp), and every result says whether the session is new, preserved or was reset (and why). list_sessions and close_session manage them; idle sessions expire, or, where the server keeps checkpoints, hibernate to disk and resume at their next call (state resumed, with what was not restored), and fork_session copies one. Read sandbox://environment for the Python version, packages and limits, and sandbox://status for the isolation actually in force.`
 
 func (s *Server) logTrace(ctx context.Context, tr *trace) {
 	var level slog.Level

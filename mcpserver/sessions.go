@@ -199,7 +199,7 @@ func resumedText(st *record.SessionState) string {
 	fmt.Fprintf(&b, "session '%s' resumed from its checkpoint after call %d, made %s ago: variables, functions and imports are back; /tmp and running threads are not",
 		st.Name, r.Calls, time.Since(r.CheckpointAt).Round(time.Second))
 	if r.Interrupted {
-		b.WriteString("; the server that held it stopped without saving it, so what calls after that one did is lost")
+		b.WriteString("; the server that held it stopped without hibernating it, so any call it served after that one is lost")
 	}
 	if len(r.NotRestored) > 0 {
 		b.WriteString("\nnot restored:")

@@ -38,7 +38,7 @@ fi
 # which runs its own nginx in the foreground. Installing systemd in a
 # container starts nothing.
 PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
-      python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib
+      python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib python3-dill
       mmdebstrap bubblewrap hyperfine systemd procps nginx)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The VM test (test/vm): qemu, the kernel it boots (installing it on a

@@ -51,9 +51,13 @@ func openPool(t *testing.T, e *testEnv, cfg policy.Config) *jail.Pool {
 }
 
 // openPoolFor is openPool for a pool that serves workspace.
-func openPoolFor(t *testing.T, e *testEnv, cfg policy.Config, workspace string) *jail.Pool {
+func openPoolFor(t *testing.T, e *testEnv, cfg policy.Config, workspace string, configure ...func(*jail.Config)) *jail.Pool {
 	t.Helper()
-	j, err := jail.New(t.Context(), jail.Config{Policy: cfg, Rootfs: e.layout})
+	jcfg := jail.Config{Policy: cfg, Rootfs: e.layout}
+	for _, f := range configure {
+		f(&jcfg)
+	}
+	j, err := jail.New(t.Context(), jcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

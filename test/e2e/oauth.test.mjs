@@ -169,6 +169,7 @@ describe('sign-in with the organisation identity provider', { timeout: 240_000 }
     };
     const r0 = await a.call('run_python', { code: 'x = 41', session: 's1' });
     assert.notEqual(r0.isError, true, show(r0));
+    calls.fork_session = { session: 's1', new_session: 's1-copy' };
     calls.close_session = { session: 's1' };
     for (const [name, args] of Object.entries(calls)) {
       const r = await a.call(name, args);

@@ -218,6 +218,86 @@ describe('sessions over stdio', () => {
   });
 });
 
+describe('sessions that outlive their server (issue 24)', () => {
+  test('a server stopped gracefully hibernates its sessions; the next one resumes them; fork and close', async () => {
+    const env = makeEnv();
+    const a = await startServer({ env });
+    let how;
+    try {
+      await inSession(a, 'run_python', 'nb', 'x = 41\ndef f(v):\n    return v * 2\nfh = open("/tmp/t", "w")');
+      await inSession(a, 'run_python', 'nb', 'x += 0');
+      const closed = await a.close();
+      assert.equal(closed.code, 0, `the first server's exit: ${JSON.stringify(closed)}`);
+    } catch (err) {
+      await a.shutdown();
+      throw err;
+    }
+    const b = await startServer({ env });
+    try {
+      let r = await b.call('list_sessions');
+      const listed = r.structuredContent.sessions.map((s) => ({ name: s.name, state: s.state, calls: s.calls }));
+      assert.deepEqual(listed, [{ name: 'nb', state: 'hibernated', calls: 2 }], show(r));
+      assert.ok(r.structuredContent.sessions[0].checkpoint_bytes > 0, show(r));
+      let st;
+      ({ r, st } = await inSession(b, 'run_python', 'nb', 'f(x) + 1'));
+      assert.equal(r.structuredContent.value, '83', show(r));
+      assert.equal(st.state, 'resumed', show(r));
+      assert.equal(st.calls, 3, show(r));
+      assert.equal(st.resumed.calls, 2, show(r));
+      assert.deepEqual(st.resumed.not_restored.map((n) => n.name), ['fh'], show(r));
+      assert.match(text(r), /^session 'nb' resumed from its checkpoint after call 2/);
+      assert.match(text(r), /not restored: fh \(/);
+
+      r = await b.call('fork_session', { session: 'nb', new_session: 'nb2' });
+      assert.notEqual(r.isError, true, show(r));
+      await inSession(b, 'run_python', 'nb', 'x = 1');
+      ({ r, st } = await inSession(b, 'run_python', 'nb2', 'x'));
+      assert.equal(r.structuredContent.value, '41', show(r));
+      assert.equal(st.state, 'resumed', show(r));
+      r = await b.call('fork_session', { session: 'nb', new_session: 'nb2' });
+      assert.equal(r.isError, true, show(r));
+      assert.match(text(r), /exists already/);
+      r = await b.call('fork_session', { session: 'none', new_session: 'x2' });
+      assert.equal(r.isError, true, show(r));
+      assert.match(text(r), /no session "none"/);
+
+      r = await b.call('close_session', { session: 'nb2' });
+      assert.equal(r.structuredContent.closed, true, show(r));
+      ({ r, st } = await inSession(b, 'run_python', 'nb2', "'x' in globals()"));
+      assert.equal(st.state, 'lost', show(r));
+      assert.equal(st.reason, 'closed', show(r));
+    } finally {
+      how = await b.shutdown();
+    }
+    assertNoneLeft(how, 'after shutdown');
+  });
+
+  test('with checkpoint every_call, a SIGKILLed server loses no call', async () => {
+    const env = makeEnv({ sessions: { checkpoint: 'every_call' } });
+    const a = await startServer({ env });
+    await inSession(a, 'run_python', 'keep', 'x = 1');
+    await inSession(a, 'run_python', 'keep', 'x += 1');
+    a.proc.kill('SIGKILL');
+    await a.exited;
+    await sleep(1000);
+    const b = await startServer({ env });
+    let how;
+    try {
+      const { r, st } = await inSession(b, 'run_python', 'keep', 'x');
+      assert.equal(r.structuredContent.value, '2', show(r));
+      assert.equal(st.state, 'resumed', show(r));
+      assert.equal(st.resumed.calls, 2, show(r));
+      assert.equal(st.resumed.interrupted, true, show(r));
+      assert.match(text(r), /stopped without hibernating it/);
+    } finally {
+      how = await b.shutdown();
+    }
+    assert.deepEqual(how.leftJails, [], `jail processes left:\n${describePids(how.leftJails)}`);
+    assert.deepEqual(how.leftCgroups, [], 'jail cgroups left');
+    assert.deepEqual(how.leftMounts, [], 'mounts left');
+  });
+});
+
 describe('sessions over HTTP', () => {
   test('tenants never reach each other\'s sessions by name; a tenant\'s MCP sessions share its own', async () => {
     const srv = await startHTTPServer({ tenants: ['alice', 'bob'] });

@@ -17,6 +17,7 @@ const TOOL_NAMES = [
   'create_state_snapshot',
   'delete_state_snapshot',
   'diff_state_snapshot',
+  'fork_session',
   'list_sessions',
   'list_state_snapshots',
   'list_workspace_files',
