@@ -124,6 +124,11 @@ func TestDependencies(t *testing.T) {
 		// The server links no image-building code: go-containerregistry
 		// is for make image only.
 		"cmd/pyjail": {pattern: "./cmd/pyjail", forbidden: []string{ggcr}},
+		// The checkpoint store keeps bytes on disk: no runtime, no MCP, no
+		// jail (it never starts one). Of the project it implements the
+		// record contract and locks with workspace/dirlock.
+		"sessionstore": {pattern: "./sessionstore", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp},
+			ownOnly: true, mayLink: []string{module + "/record", module + "/workspace/dirlock"}},
 		// A pure-Go leaf the MCP layer adapts, not the other way round.
 		"mcpserver/validate": {pattern: "./mcpserver/validate", forbidden: []string{runtimes, mcpGo, jailPkgs, libseccomp}, noCgo: true},
 	} {

@@ -106,20 +106,27 @@ type CheckpointStore interface {
 	// Hold marks key live in this process until release is called, or
 	// fails with ErrSessionElsewhere.
 	Hold(profile Profile, key string) (release func(), err error)
-	// List returns the stored checkpoints whose keys start with prefix,
-	// sorted by key.
+	// List returns the stored checkpoints of profile ("" for every
+	// profile) whose keys start with prefix, sorted by key and then
+	// profile. prefix names an owner: "<owner>/", optionally followed by
+	// the start of a name. It reads manifests only; one that cannot be
+	// read is left out and named in an error wrapping
+	// ErrCorruptCheckpoint, returned with the entries that could be.
 	List(profile Profile, prefix string) ([]CheckpointInfo, error)
-	// Stat describes key's checkpoint from its manifest, or returns
-	// ErrNoCheckpoint.
+	// Stat returns what key's manifest says of its checkpoint, or
+	// ErrNoCheckpoint; it does not read or verify the bytes (Load does).
 	Stat(profile Profile, key string) (CheckpointInfo, error)
 }
 
-// CheckpointInfo describes a stored checkpoint without its bytes.
+// CheckpointInfo is what a stored checkpoint's manifest says of it, for
+// listings and sweeps.
 type CheckpointInfo struct {
-	Key            string    `json:"key"`
-	Profile        Profile   `json:"profile"`
-	Bytes          int64     `json:"bytes"`
-	Created        time.Time `json:"created"`
-	Calls          int       `json:"calls"`
+	Key     string  `json:"key"`
+	Profile Profile `json:"profile"`
+	// Bytes is the size of the checkpoint's blob.
+	Bytes   int64     `json:"bytes"`
+	Created time.Time `json:"created"`
+	Calls   int       `json:"calls"`
+	// SessionCreated is when the session first started.
 	SessionCreated time.Time `json:"session_created"`
 }

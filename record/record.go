@@ -63,6 +63,21 @@ const (
 	ProfileFull      Profile = "full"
 )
 
+// Profiles lists every profile.
+func Profiles() []Profile {
+	return []Profile{ProfileCalc, ProfileWorkspace, ProfileFull}
+}
+
+// Valid reports whether p is one of the defined profiles.
+func (p Profile) Valid() bool {
+	for _, w := range Profiles() {
+		if p == w {
+			return true
+		}
+	}
+	return false
+}
+
 // Request is one execution to run in a fresh jail.
 type Request struct {
 	// Profile selects the kernel limits and the Python layer.

@@ -43,3 +43,22 @@ func TestSessionReasons(t *testing.T) {
 		t.Error("an unknown reason is valid")
 	}
 }
+
+func TestProfiles(t *testing.T) {
+	seen := map[Profile]bool{}
+	for _, p := range Profiles() {
+		if !p.Valid() || seen[p] {
+			t.Errorf("profile %q invalid or repeated", p)
+		}
+		seen[p] = true
+	}
+	// The profiles of SPEC §3.
+	if got, want := len(seen), 3; got != want {
+		t.Errorf("%d profiles, SPEC §3 has %d", got, want)
+	}
+	for _, p := range []Profile{"", "Calc", "calc/", "..", "full "} {
+		if p.Valid() {
+			t.Errorf("profile %q is valid", p)
+		}
+	}
+}

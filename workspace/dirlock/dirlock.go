@@ -75,6 +75,43 @@ func (l *Lock) Lock(ctx context.Context) (unlock func(), err error) {
 	return l.acquire(ctx, true)
 }
 
+// TryLock takes the lock exclusively if no one holds it now, in this
+// process or another, and fails with an error wrapping ErrLocked if
+// someone does; it never waits. Each TryLock opens a descriptor of its
+// own, so two Locks of the same file exclude each other even in one
+// process. The returned function releases it; calling it more than once
+// is harmless.
+func (l *Lock) TryLock() (unlock func(), err error) {
+	if !l.mu.TryLock() {
+		return nil, fmt.Errorf("locking %q: %w", l.path, ErrLocked)
+	}
+	if l.err != nil || l.local {
+		return onceFunc(l.mu.Unlock), nil
+	}
+	f, err := openFile(l.path, false)
+	if err != nil {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("opening lock file %q: %w", l.path, err)
+	}
+	// The gate first, as a writer that waits would take it: a TryLock
+	// that finds a writer waiting gives way to it.
+	for _, off := range []int64{gateByte, stateByte} {
+		ok, err := trySetLock(f, off, true)
+		if err == nil && !ok {
+			err = ErrLocked
+		}
+		if err != nil {
+			f.Close()
+			l.mu.Unlock()
+			return nil, fmt.Errorf("locking %q: %w", l.path, err)
+		}
+	}
+	return onceFunc(func() {
+		f.Close() // drops every OFD lock of this open file
+		l.mu.Unlock()
+	}), nil
+}
+
 func (l *Lock) acquire(ctx context.Context, exclusive bool) (func(), error) {
 	lockMu, unlockMu := l.mu.RLock, l.mu.RUnlock
 	if exclusive {

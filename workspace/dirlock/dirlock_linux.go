@@ -40,24 +40,37 @@ func probe(f *os.File) error {
 // setLock takes a lock on byte off of f, polling until it is free or ctx
 // is done.
 func setLock(ctx context.Context, f *os.File, off int64, exclusive bool) error {
+	backoff := minBackoff
+	for {
+		ok, err := trySetLock(f, off, exclusive)
+		if err != nil || ok {
+			return err
+		}
+		if backoff, err = wait(ctx, backoff); err != nil {
+			return err
+		}
+	}
+}
+
+// trySetLock takes a lock on byte off of f if no one holds a conflicting
+// one now, and reports whether it did; a held lock is not an error.
+func trySetLock(f *os.File, off int64, exclusive bool) (bool, error) {
 	typ := int16(unix.F_RDLCK)
 	if exclusive {
 		typ = unix.F_WRLCK
 	}
-	backoff := minBackoff
 	for {
 		// OFD locks require a zero pid.
 		lk := unix.Flock_t{Type: typ, Whence: 0, Start: off, Len: 1}
 		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 		switch {
 		case err == nil:
-			return nil
-		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EACCES), errors.Is(err, unix.EINTR):
+			return true, nil
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EACCES):
+			return false, nil
 		default:
-			return err
-		}
-		if backoff, err = wait(ctx, backoff); err != nil {
-			return err
+			return false, err
 		}
 	}
 }

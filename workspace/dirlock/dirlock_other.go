@@ -20,4 +20,6 @@ func probe(*os.File) error { return ErrUnsupported }
 
 func setLock(context.Context, *os.File, int64, bool) error { return ErrUnsupported }
 
+func trySetLock(*os.File, int64, bool) (bool, error) { return false, ErrUnsupported }
+
 func unlockByte(*os.File, int64) error { return ErrUnsupported }

@@ -196,3 +196,81 @@ func BenchmarkRLock(b *testing.B) {
 		unlock()
 	}
 }
+
+// TestTryLock: TryLock never waits, and fails with ErrLocked while any
+// holder, in another process or this one, has the lock in any mode.
+func TestTryLock(t *testing.T) {
+	try := func(t *testing.T, l *Lock) bool {
+		t.Helper()
+		unlock, err := l.TryLock()
+		if err != nil {
+			if !errors.Is(err, ErrLocked) {
+				t.Fatalf("TryLock: %v, want ErrLocked", err)
+			}
+			return false
+		}
+		unlock()
+		unlock() // idempotent
+		return true
+	}
+	for name, held := range map[string]string{"exclusive held": "exclusive", "shared held": "shared"} {
+		t.Run("other process, "+name, func(t *testing.T) {
+			l := openLock(t)
+			child := holdInChild(t, l.Path(), held)
+			if try(t, l) {
+				t.Error("TryLock succeeded while another process holds the lock")
+			}
+			_ = child.Process.Kill()
+			_ = child.Wait()
+			if !try(t, l) {
+				t.Error("TryLock failed after the holder was killed")
+			}
+		})
+	}
+	t.Run("this process", func(t *testing.T) {
+		l := openLock(t)
+		other, err := Open(l.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock, err := l.TryLock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if try(t, l) {
+			t.Error("TryLock succeeded twice on one Lock")
+		}
+		if try(t, other) {
+			t.Error("TryLock succeeded on another Lock of the same file")
+		}
+		if tryFor(t, other.RLock) {
+			t.Error("a shared lock was taken while TryLock holds the lock")
+		}
+		unlock()
+		r, err := l.RLock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if try(t, other) {
+			t.Error("TryLock succeeded while a shared lock is held")
+		}
+		r()
+		if !try(t, other) {
+			t.Error("TryLock failed once every holder released the lock")
+		}
+	})
+	t.Run("local", func(t *testing.T) {
+		l := Local()
+		unlock, err := l.TryLock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if try(t, l) {
+			t.Error("TryLock succeeded twice on a Local lock")
+		}
+		unlock()
+		if !try(t, l) {
+			t.Error("TryLock failed on a released Local lock")
+		}
+	})
+}

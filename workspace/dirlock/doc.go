@@ -1,7 +1,8 @@
 // Package dirlock is the cross-process readers–writer lock of one tenant
 // directory: the lock that keeps snapshot create, restore and delete apart
 // from runs and file writes when several `pyjail serve --http` replicas
-// share one data directory (SPEC §10).
+// share one data directory (SPEC §10). The session checkpoint store
+// (sessionstore) uses it too, one lock file per session key.
 //
 // A Lock is an in-process sync.RWMutex taken together with an
 // open-file-description (OFD) lock, fcntl F_OFD_SETLK, on a lock file in
@@ -15,7 +16,9 @@
 // non-blocking F_OFD_SETLK with a capped backoff until the lock is free or
 // the context is done. Writers get preference across processes through a
 // gate byte: a writer holds the gate while it waits for the readers to
-// drain, and a new reader must pass the gate first.
+// drain, and a new reader must pass the gate first. TryLock takes the
+// lock exclusively without waiting at all, for a claim that must fail
+// rather than queue (a session live on another replica).
 //
 // Where the filesystem has no locks (fcntl fails with ENOLCK, EOPNOTSUPP,
 // ENOSYS or EINVAL: NFSv3 without lockd, some FUSE filesystems), Open
