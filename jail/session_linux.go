@@ -56,6 +56,10 @@ const (
 	// sessionCloseWait bounds how long Pool.Close waits for the calls it
 	// killed to hand their sessions back.
 	sessionCloseWait = 10 * time.Second
+	// sessionCloseSpare is how long Pool.Close waits for busy sessions to
+	// become idle (their settle, a call about to end) before it kills
+	// them, where idle ones hibernate.
+	sessionCloseSpare = 2 * time.Second
 	// The ends remembered for keys that have no live session: how many,
 	// and for how long.
 	maxTombstones = 4096
@@ -1057,7 +1061,7 @@ func (t *sessionTable) rememberLocked(k sessionKey, reason record.SessionReason)
 // endWhere ends every live session that match selects, with reason:
 // at once if it is idle, else by killing its jail, and the call that holds
 // it ends it with reason. It reports how many it found.
-func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.SessionReason, hibernate bool) int {
+func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.SessionReason, hibernate, kill bool) int {
 	t.mu.Lock()
 	var idle []*session
 	n := 0
@@ -1073,6 +1077,9 @@ func (t *sessionTable) endWhere(match func(sessionKey) bool, reason record.Sessi
 			continue
 		}
 		// A call (or the making, or a settle) holds it.
+		if !kill {
+			continue
+		}
 		if s.kill == "" {
 			s.kill = reason
 		}
@@ -1206,8 +1213,16 @@ func (t *sessionTable) close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
+	// A session whose call has just ended is settling (being frozen):
+	// let it and calls about to end hand their turns back, so that they
+	// hibernate rather than die, for a moment before killing the rest.
+	all := func(sessionKey) bool { return true }
+	spare := time.Now().Add(sessionCloseSpare)
+	for t.endWhere(all, record.ReasonServerRestart, true, false) > 0 && time.Now().Before(spare) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	deadline := time.Now().Add(sessionCloseWait)
-	for t.endWhere(func(sessionKey) bool { return true }, record.ReasonServerRestart, true) > 0 {
+	for t.endWhere(all, record.ReasonServerRestart, true, true) > 0 {
 		if time.Now().After(deadline) {
 			t.p.j.log.Warn("sessions still busy after the pool closed")
 			break
@@ -1443,7 +1458,7 @@ func (p *Pool) runSession(ctx context.Context, req record.Request) (*record.Resu
 // killed and its result says the session ended; the key's next call
 // reports state lost, reason closed.
 func (p *Pool) CloseSession(key string) bool {
-	n := p.sessions.endWhere(func(k sessionKey) bool { return k.key == key }, record.ReasonClosed, false)
+	n := p.sessions.endWhere(func(k sessionKey) bool { return k.key == key }, record.ReasonClosed, false, true)
 	return p.sessions.dropCheckpoints(func(record.Profile) bool { return true }, key, true, record.ReasonClosed) > 0 || n > 0
 }
 
@@ -1455,7 +1470,7 @@ func (p *Pool) CloseSession(key string) bool {
 func (p *Pool) EndSessions(profile record.Profile, prefix string, reason record.SessionReason) int {
 	n := p.sessions.endWhere(func(k sessionKey) bool {
 		return (profile == "" || k.profile == profile) && strings.HasPrefix(k.key, prefix)
-	}, reason, false)
+	}, reason, false, true)
 	return n + p.sessions.dropCheckpoints(func(pr record.Profile) bool { return profile == "" || pr == profile }, prefix, false, reason)
 }
 

@@ -5,7 +5,6 @@ package integration
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,19 +55,7 @@ func newHibernatingPool(t *testing.T, dir checkpointDir, maxBlob int64, edit fun
 	}
 	st := dir.store(t, maxBlob)
 	p := openPoolFor(t, e, cfg, "", func(c *jail.Config) { c.Checkpoints = st })
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		_ = p.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d with the pool open, %d after Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	closeChecksGoroutines(t, p)
 	return p, e
 }
 
@@ -164,8 +151,8 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	dir := checkpointDir(t.TempDir())
 	key := sessionKey(t, "r")
 	p1, _ := newHibernatingPool(t, dir, 0, nil)
-	runIn(t, p1, sessionCall{key: key, code: "x = 41\nimport statistics as st"})
-	runIn(t, p1, sessionCall{key: key, code: "y = st.mean([1, 2, 3])"})
+	wantState(t, runIn(t, p1, sessionCall{key: key, code: "x = 41\nimport statistics as st"}), record.SessionNew, "", 1, "")
+	wantState(t, runIn(t, p1, sessionCall{key: key, code: "y = st.mean([1, 2, 3])"}), record.SessionPreserved, "", 2, "")
 	if err := p1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +191,7 @@ func TestSessionCheckpointTampered(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, _ := newHibernatingPool(t, dir, 0, nil)
-	res := runIn(t, p2, sessionCall{key: key, code: "'x' in globals()"})
+	res := runIn(t, p2, sessionCall{key: key, code: "'x' in dir()"})
 	wantState(t, res, record.SessionLost, record.ReasonCorruptCheckpoint, 1, "")
 	wantValue(t, res, "False")
 }
@@ -221,7 +208,7 @@ func TestSessionOwnersApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, _ := newHibernatingPool(t, dir, 0, nil)
-	res := runIn(t, p2, sessionCall{key: b, code: "'secret' in globals()"})
+	res := runIn(t, p2, sessionCall{key: b, code: "'secret' in dir()"})
 	wantState(t, res, record.SessionNew, "", 1, "")
 	wantValue(t, res, "False")
 	if got := p2.Sessions(strings.Split(b, "/")[0] + "/"); len(got) != 1 || got[0].Key != b {
@@ -260,7 +247,7 @@ func TestSessionFork(t *testing.T) {
 	if !p.CloseSession(dst) {
 		t.Error("CloseSession(dst) found nothing")
 	}
-	res = runIn(t, p, sessionCall{key: dst, code: "'items' in globals()"})
+	res = runIn(t, p, sessionCall{key: dst, code: "'items' in dir()"})
 	wantState(t, res, record.SessionLost, record.ReasonClosed, 1, "")
 	wantValue(t, res, "False")
 }
@@ -298,7 +285,7 @@ ok = 1`})
 		t.Fatal(err)
 	}
 	p2, _ := newHibernatingPool(t, dir, 0, nil)
-	res := runIn(t, p2, sessionCall{key: key, code: "(ok, 'e' in globals())"})
+	res := runIn(t, p2, sessionCall{key: key, code: "(ok, 'e' in dir())"})
 	if res.Session.State != record.SessionResumed {
 		t.Fatalf("want resumed\n%s", describe(res))
 	}

@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +56,10 @@ func openPool(t *testing.T, e *testEnv, cfg policy.Config) *jail.Pool {
 func openPoolFor(t *testing.T, e *testEnv, cfg policy.Config, workspace string, configure ...func(*jail.Config)) *jail.Pool {
 	t.Helper()
 	jcfg := jail.Config{Policy: cfg, Rootfs: e.layout}
+	if os.Getenv("PYJAIL_TEST_LOG") != "" {
+		// The pool's log on stderr, for a failing test's story.
+		jcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	for _, f := range configure {
 		f(&jcfg)
 	}

@@ -259,7 +259,10 @@ func (sv *serving) checkpointStore(jcfg *jail.Config, cfg policy.Config) error {
 	}
 	var locate func(owner string) (string, error)
 	if sv.f.http != "" {
-		tenants := filepath.Join(sv.f.dataDir, "tenants")
+		tenants, err := filepath.Abs(filepath.Join(sv.f.dataDir, "tenants"))
+		if err != nil {
+			return err
+		}
 		locate = func(owner string) (string, error) {
 			name, ok := strings.CutPrefix(owner, "tenant:")
 			if !ok || !tokens.ValidName(name) {
@@ -274,6 +277,10 @@ func (sv *serving) checkpointStore(jcfg *jail.Config, cfg policy.Config) error {
 			return nil
 		case "":
 			dir = filepath.Join(filepath.Dir(filepath.Clean(sv.f.snapshots)), "sessions")
+		}
+		dir, err := filepath.Abs(dir)
+		if err != nil {
+			return err
 		}
 		locate = func(owner string) (string, error) {
 			if owner != "client:stdio" {

@@ -263,7 +263,7 @@ describe('sessions that outlive their server (issue 24)', () => {
 
       r = await b.call('close_session', { session: 'nb2' });
       assert.equal(r.structuredContent.closed, true, show(r));
-      ({ r, st } = await inSession(b, 'run_python', 'nb2', "'x' in globals()"));
+      ({ r, st } = await inSession(b, 'run_python', 'nb2', "'x' in dir()"));
       assert.equal(st.state, 'lost', show(r));
       assert.equal(st.reason, 'closed', show(r));
     } finally {
