@@ -120,8 +120,9 @@ func TestToolSchemasCompile(t *testing.T) {
 	if out == nil {
 		t.Fatal("no run output schema")
 	}
-	// With an installer, so that the package tools are listed too.
-	srv, err := New(Config{Policy: policy.Default(), Runner: &fake.Runner{},
+	// With an installer and checkpoints, so that the package tools and
+	// fork_session are listed too.
+	srv, err := New(Config{Policy: policy.Default(), Runner: &fakeCheckpointer{fakeSessions: &fakeSessions{live: map[string]*record.SessionInfo{}}},
 		Packages: &packages.Installer{Config: policy.Packages{IndexURL: "https://pypi.test/simple/"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -131,7 +131,7 @@ func TestSessionCalls(t *testing.T) {
 		t.Errorf("close_session = %v", got)
 	}
 	res = h.mustOK(toolCloseSession, map[string]any{"session": "df"})
-	if got := structuredAs[map[string]any](t, res); got["closed"] != false || !strings.Contains(text(res), "no live session 'df'") {
+	if got := structuredAs[map[string]any](t, res); got["closed"] != false || !strings.Contains(text(res), "no session 'df', live or hibernated") {
 		t.Errorf("close_session of a closed session = %v %q", got, text(res))
 	}
 }
@@ -198,5 +198,73 @@ func TestSessionText(t *testing.T) {
 		if p := lostPhrase(r); strings.Contains(p, "session it ") || strings.HasPrefix(p, "of ") {
 			t.Errorf("lostPhrase(%s) = %q", r, p)
 		}
+	}
+}
+
+// fakeCheckpointer is fakeSessions whose sessions hibernate: ForkSession
+// copies a live session's listing under the new key, and reports what
+// it was asked.
+type fakeCheckpointer struct {
+	*fakeSessions
+	forks []string // "src dst"
+}
+
+func (f *fakeCheckpointer) Checkpoints() bool { return true }
+
+func (f *fakeCheckpointer) HibernateSessions(prefix string) int { return 0 }
+
+func (f *fakeCheckpointer) ForkSession(_ context.Context, src, dst string) ([]record.Profile, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forks = append(f.forks, src+" "+dst)
+	var out []record.Profile
+	for _, in := range f.live {
+		if in.Key == src {
+			out = append(out, in.Profile)
+		}
+	}
+	if len(out) == 0 {
+		return nil, record.ErrNoSession
+	}
+	return out, nil
+}
+
+func TestForkSessionTool(t *testing.T) {
+	f := &fakeCheckpointer{fakeSessions: &fakeSessions{live: map[string]*record.SessionInfo{}}}
+	h := newHarness(t, func(c *Config) { c.Runner = f })
+	h.mustOK(toolRunPython, map[string]any{"code": "x = 1", "session": "a"})
+	res := h.mustOK(toolForkSession, map[string]any{"session": "a", "new_session": "b"})
+	if got := text(res); !strings.HasPrefix(got, "session 'a' forked into 'b' (run_python)") {
+		t.Errorf("fork_session text %q", got)
+	}
+	// The keys carry the caller's owner on both sides; the answer does not.
+	if len(f.forks) != 1 || !strings.HasPrefix(f.forks[0], "client:") || !strings.HasSuffix(f.forks[0], "/b") {
+		t.Errorf("ForkSession calls %v, want the caller's owner on both keys", f.forks)
+	}
+	if got := text(h.mustFail(toolForkSession, map[string]any{"session": "none", "new_session": "c"})); strings.Contains(got, "client:") {
+		t.Errorf("a refusal names the owner: %q", got)
+	}
+	h.mustFail(toolForkSession, map[string]any{"session": "a", "new_session": "a"}, "same as session")
+	h.mustFail(toolForkSession, map[string]any{"session": "a", "new_session": "../x"}, "new_session")
+	h.mustFail(toolForkSession, map[string]any{"session": "a"}, "new_session")
+}
+
+func TestResumedText(t *testing.T) {
+	st := &record.SessionState{Name: "nb", State: record.SessionResumed, Calls: 8, Resumed: &record.Resume{
+		CheckpointAt: time.Now().Add(-12 * time.Minute), Calls: 7,
+		NotRestored: []record.NameReason{{Name: "fh", Reason: "an open file"}}, Interrupted: true,
+	}}
+	got := sessionText(st)
+	for _, want := range []string{"session 'nb' resumed from its checkpoint after call 7, made 12m0s ago", "stopped without hibernating it", "not restored: fh (an open file)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("resumed text %q lacks %q", got, want)
+		}
+	}
+}
+
+func TestForkSessionNotListedWithoutCheckpoints(t *testing.T) {
+	h, _ := newSessionHarness(t)
+	if _, err := h.c.CallTool(t.Context(), callReq(toolForkSession, map[string]any{"session": "a", "new_session": "b"})); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("fork_session on a server without checkpoints: %v, want an unknown tool", err)
 	}
 }

@@ -23,15 +23,14 @@ import (
 // per owner below it.
 type checkpointDir string
 
-func (d checkpointDir) store(t *testing.T, maxBlob int64) *sessionstore.Store {
-	t.Helper()
+func (d checkpointDir) store(t testing.TB, maxBlob int64) *sessionstore.Store {
 	st, err := sessionstore.New(sessionstore.Options{
 		Locate:       func(owner string) (string, error) { return filepath.Join(string(d), owner), nil },
 		MaxBlobBytes: maxBlob,
 		Version:      "test",
 	})
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // a test's own directory
 	}
 	return st
 }
