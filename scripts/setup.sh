@@ -31,14 +31,15 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # 1. Debian packages: the C toolchain and libseccomp for cgo, Python and
-# the scientific stack the jail serves, the rootfs builder, Node for the
+# the scientific stack the jail serves (and dill, which session
+# checkpoints use: the runner's tests run it with the host's python3), the rootfs builder, Node for the
 # end-to-end tests (the official MCP SDK client), benchmark peers, and
 # systemd-analyze (package systemd) with /bin/kill (procps) for the test
 # of dist/pyjail.service, and nginx for the scale-out test (test/scaleout),
 # which runs its own nginx in the foreground. Installing systemd in a
 # container starts nothing.
 PKGS=(build-essential pkg-config libseccomp-dev git curl ca-certificates unzip
-      python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib
+      python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-matplotlib python3-dill
       mmdebstrap bubblewrap hyperfine systemd procps nginx)
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The VM test (test/vm): qemu, the kernel it boots (installing it on a
