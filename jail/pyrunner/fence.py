@@ -829,6 +829,11 @@ def _guarded_delattr(obj, name):
 
 def _pj_attr(obj, name):
     # Target of the _FormatRewriter: name is one of the format methods.
+    # Only those: the rewrite is the only code that names this builtin,
+    # but whatever reaches it otherwise (a builtins dict handed out by
+    # mistake) must not find a getattr that reads any attribute.
+    if name not in _S.format_names:
+        raise _blocked_attribute(name, _attr_denied(name) or "PJ002")
     return _wrap_format(getattr(obj, name), name, obj)
 
 
