@@ -91,6 +91,10 @@ _FILE_FUNCTIONS = (
     ("matplotlib.image", ("imread", "imsave")),
 )
 
+# Types no persistent id is for (the session's globals and builtins are
+# dicts, and are looked at before these).
+_PLAIN = frozenset((str, int, float, bool, bytes, bytearray, complex, tuple, list, dict, set, frozenset, type(None)))
+
 _RECORD = struct.Struct(">cH")     # kind, name length
 _RANGE = struct.Struct(">III")     # memo lo, memo hi, body length
 
@@ -363,9 +367,15 @@ class _Saver:
             dispatch = _Dispatch()
 
             def persistent_id(self, obj):
+                # Called for every object: the plain types first (a column
+                # of strings is most of a DataFrame's objects).
                 if obj is g:
                     return "globals"
                 t = type(obj)
+                if t in _PLAIN:
+                    if obj is saver.builtins and saver.restricted:
+                        raise pickle.PicklingError("it holds the session's builtins")
+                    return None
                 if t is types.CodeType:
                     return saver.code_pid(obj)
                 pid = _HELPER_PIDS.get(id(obj))
