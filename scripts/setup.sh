@@ -31,7 +31,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # 1. Debian packages: the C toolchain and libseccomp for cgo, Python and
-# the scientific stack the jail serves, the rootfs builder, Node for the
+# the scientific stack the jail serves (and dill, which session
+# checkpoints use: the runner's tests run it with the host's python3), the rootfs builder, Node for the
 # end-to-end tests (the official MCP SDK client), benchmark peers, and
 # systemd-analyze (package systemd) with /bin/kill (procps) for the test
 # of dist/pyjail.service, and nginx for the scale-out test (test/scaleout),

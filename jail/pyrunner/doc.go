@@ -15,7 +15,9 @@
 // which imports wire.py (this protocol's descriptors and the serialiser
 // user code cannot forge), execute.py (checking and running one code into
 // a reply), forkserver.py (the fork server and a forked child's
-// isolation) and session.py (many calls in one interpreter). They all
+// isolation), session.py (many calls in one interpreter) and
+// checkpoint.py (a session's state saved to a checkpoint and loaded back
+// under the fence of user code; Exec.Op). They all
 // import fence.py, the language fence (the AST check, guarded builtins and
 // imports, module proxies, the audit hook, the confined open), which is
 // the runtime side of package policy's PythonRules and imports nothing of

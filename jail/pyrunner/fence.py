@@ -61,7 +61,7 @@ class _FenceState:
         # Files and descriptors, fixed at load() before any user code.
         "trusted", "ro_prefixes", "rw_dirs", "control_fds",
         # What the guards hand out or compare against.
-        "real", "dangerous", "proxies",
+        "real", "dangerous", "proxies", "lazies",
         # The user phase: the hook judges events only while user is true,
         # and skips its own events while checking is nonzero.
         "user", "checking", "hooked",
@@ -239,11 +239,13 @@ def _fence_threads():
 
 # What a session checkpoint (checkpoint.py) asks of the fence: the user's
 # rules applied to what a checkpoint names, so that loading one can reach
-# no more than the user's own code could.
+# no more than the user's own code could. Each of these is the fence's
+# own rule, not a copy: a checkpoint and the user's code cannot drift
+# apart.
 
 def checkpoint_module_denied(name):
-    """Why user code may not import the dotted module name, or None; in
-    layer none, None."""
+    """Why user code may not reach the dotted module name, by the
+    deny-list, or None; in layer none, None."""
     if not restricted():
         return None
     return _module_denied_explicit(name)
@@ -251,16 +253,60 @@ def checkpoint_module_denied(name):
 
 def checkpoint_attr_denied(module, name):
     """Why user code may not reach module.name, or None: a dunder name
-    outside the allowed ones, a blocked attribute, or a blocked module
-    attribute (np.load and its kind)."""
+    outside the allowed ones, a blocked attribute, a module-valued
+    attribute name (numpy.os: PJ007), or a blocked module attribute
+    (operator.attrgetter and its kind)."""
     if not restricted():
         return None
     if _attr_denied(name):
         return "the name %r is not for user code" % name
+    if name in _S.module_attrs:
+        return "the name %r reaches a module user code may not import" % name
     why = _S.blocked_mod_attrs.get(module + "." + name)
     if why:
         return why
     return None
+
+
+def checkpoint_blocked(obj):
+    """Why obj is a blocked module attribute under whatever name it was
+    reached by (numpy.lib.stride_tricks.as_strided is blocked, and so is
+    the same function under a private module's name), or None. Only
+    modules loaded already are looked at: obj came from one."""
+    if not restricted():
+        return None
+    for dotted, why in _S.blocked_mod_attrs.items():
+        mod, _, attr = dotted.rpartition(".")
+        m = sys.modules.get(mod)
+        if m is not None and getattr(m, attr, None) is obj:
+            return "%s: %s" % (dotted, why)
+    return None
+
+
+def checkpoint_guard(v):
+    """v as user code gets it from a module attribute: a module as its
+    proxy (ImportError if denied), a builtin the layer removes as its
+    guarded twin (or AttributeError), a callable of a denied module
+    refused (ImportError). In layer none, v itself."""
+    if not restricted():
+        return v
+    return _guard_value(v)
+
+
+def checkpoint_getattr(obj, name):
+    """getattr as user code has it (the guarded one)."""
+    if not restricted():
+        return getattr(obj, name)
+    return _guarded_getattr(obj, name)
+
+
+def checkpoint_setattr(obj, name, value):
+    """Attribute assignment as user code may make it: no dunder, no
+    blocked attribute."""
+    if not restricted():
+        setattr(obj, name, value)
+        return
+    _guarded_setattr(obj, name, value)
 
 
 def checkpoint_import(name):
@@ -272,15 +318,13 @@ def checkpoint_import(name):
     return _guarded_import(name, None, None, ("__name__",) if "." in name else (), 0)
 
 
-def checkpoint_module_name(v):
-    """The module name of a module object or of a fence proxy of one
-    (what an import bound), or None."""
-    if type(v) is type(os):
-        return v.__name__
-    for name, p in _S.proxies.items():
-        if p is v:
-            return name
-    return None
+def checkpoint_modules():
+    """(object, module name) of every module object user code holds by
+    proxy in this process: the import proxies and the calc scope's lazy
+    modules. A checkpoint saves them by name."""
+    out = [(p, name) for name, p in _S.proxies.items()]
+    out.extend(_S.lazies.values())
+    return out
 
 
 # -------------------------------------------------------------- policy ---
@@ -334,6 +378,7 @@ def load(boot, runner_files, control_fds):
     _S.trusted = tuple(trusted)
     _S.control_fds = frozenset(control_fds)
     _S.proxies = {}
+    _S.lazies = {}
 
 
 def _rule_msg(rule, **kw):
@@ -765,7 +810,10 @@ def _lazy(modname):
             return repr(resolve())
 
     lazymodule.__qualname__ = lazymodule.__name__ = "module"
-    return lazymodule()
+    lazy = lazymodule()
+    # A checkpoint saves a lazy module by its name (checkpoint_modules).
+    _S.lazies[id(lazy)] = (lazy, modname)
+    return lazy
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -829,6 +877,11 @@ def _guarded_delattr(obj, name):
 
 def _pj_attr(obj, name):
     # Target of the _FormatRewriter: name is one of the format methods.
+    # Only those: the rewrite is the only code that names this builtin,
+    # but whatever reaches it otherwise (a builtins dict handed out by
+    # mistake) must not find a getattr that reads any attribute.
+    if name not in _S.format_names:
+        raise _blocked_attribute(name, _attr_denied(name) or "PJ002")
     return _wrap_format(getattr(obj, name), name, obj)
 
 

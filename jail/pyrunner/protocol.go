@@ -238,7 +238,27 @@ type Exec struct {
 	Op string `json:"op,omitempty"`
 }
 
-// Session ops (Exec.Op).
+// Session ops (Exec.Op). A supervisor makes such a call like any session
+// call, with these differences:
+//
+//  1. It sends SessionBlob (not SessionPipes) on the sync socket with
+//     three descriptors: the call's stdout and stderr write ends, and the
+//     runner's end of a fresh pipe, the checkpoint pipe: its write end
+//     for OpCheckpoint, its read end for OpRestore. It closes its own
+//     copies of all three right after the sendmsg, then writes the Exec
+//     with Op set (Code empty) and the call's Seq.
+//  2. OpCheckpoint: it reads the checkpoint pipe to EOF while it waits
+//     for the reply (the runner blocks on a full pipe) and stores the
+//     bytes; OpRestore: it writes the stored bytes into the pipe and
+//     closes it, also while it waits (the runner reads to EOF before it
+//     loads anything). A write that fails with EPIPE means the runner
+//     refused the call early; its reply says why.
+//  3. The runner closes its end of the checkpoint pipe, then points fds
+//     1 and 2 back at /dev/null, then writes the reply: by the time the
+//     reply is read, the checkpoint pipe has reached EOF, so a reply
+//     that came with status ok describes all the bytes. Reply.Checkpoint
+//     says what was saved or restored; a checkpoint's Bytes is the
+//     length of what it wrote.
 const (
 	OpCheckpoint = "checkpoint"
 	OpRestore    = "restore"
@@ -250,10 +270,17 @@ const SessionBlob = "b"
 
 // CheckpointReply is what a checkpoint or restore call reports.
 type CheckpointReply struct {
-	Saved       []record.SavedName  `json:"saved,omitempty"`
-	Skipped     []record.NameReason `json:"skipped,omitempty"`
-	Bytes       int64               `json:"bytes,omitempty"`
-	Python      string              `json:"python,omitempty"`
+	// Saved and Skipped, for a checkpoint, name every user name of the
+	// session: saved with its bytes and kind, or skipped with why.
+	Saved   []record.SavedName  `json:"saved,omitempty"`
+	Skipped []record.NameReason `json:"skipped,omitempty"`
+	// Bytes is the length of the stream: written, for a checkpoint; read,
+	// for a restore.
+	Bytes  int64  `json:"bytes,omitempty"`
+	Python string `json:"python,omitempty"`
+	// Restored and NotRestored, for a restore, name every name of the
+	// checkpoint; a name of "*" stands for the rest of a stream cut
+	// short.
 	Restored    []string            `json:"restored,omitempty"`
 	NotRestored []record.NameReason `json:"not_restored,omitempty"`
 }
@@ -289,8 +316,11 @@ const (
 	// StatusInternal means the runner itself failed, not the code.
 	StatusInternal = "internal"
 	// StatusIncompatible: a restore found a checkpoint of another
-	// format or Python version.
+	// format or Python version (record.ReasonIncompatibleCheckpoint).
 	StatusIncompatible = "incompatible"
+	// StatusCorrupt: a restore found bytes that are no checkpoint (empty,
+	// or without the header) (record.ReasonCorruptCheckpoint).
+	StatusCorrupt = "corrupt"
 )
 
 // Reply reports how the code ended, from inside the jail. The supervisor

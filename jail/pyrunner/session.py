@@ -217,6 +217,11 @@ def serve(sync, boot, prepared, err):
                         reply = checkpoint.save(g, initial, blob)
                     else:
                         reply = checkpoint.restore(g, blob)
+                        # Restored functions keep the filenames of the
+                        # calls that defined them ("<code 3>"): this
+                        # session's next calls are numbered above those,
+                        # so that no call of its own takes one's name.
+                        n = max(n, checkpoint.restored_calls())
                 else:
                     rejected, body, tail = execute.check_code(code, fence.user_file(n))
                     if rejected is not None:

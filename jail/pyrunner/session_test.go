@@ -93,9 +93,55 @@ func (r *sessionRunner) read() Message {
 // call runs code as the session's next call and returns what came back.
 func (r *sessionRunner) call(code string) runOutput {
 	r.tb.Helper()
+	return r.exchange(Exec{Code: code}, nil)
+}
+
+// checkpoint runs a checkpoint call (Exec.Op OpCheckpoint) and returns the
+// bytes the runner wrote to the checkpoint pipe, read to EOF.
+func (r *sessionRunner) checkpoint() ([]byte, runOutput) {
+	r.tb.Helper()
+	var blob []byte
+	out := r.exchange(Exec{Op: OpCheckpoint}, &blobPipe{read: &blob})
+	return blob, out
+}
+
+// restore runs a restore call (Exec.Op OpRestore) that feeds blob into
+// the checkpoint pipe and closes it.
+func (r *sessionRunner) restore(blob []byte) runOutput {
+	r.tb.Helper()
+	return r.exchange(Exec{Op: OpRestore}, &blobPipe{write: blob})
+}
+
+// blobPipe is a checkpoint or restore call's third descriptor, seen from
+// the supervisor: for a checkpoint it reads the pipe into *read, for a
+// restore it writes write into it.
+type blobPipe struct {
+	read  *[]byte
+	write []byte
+}
+
+// exchange is one call of the session as the supervisor makes it:
+//  1. the call's pipes go on the sync socket: SessionPipes with the
+//     stdout and stderr write ends, or, for an op, SessionBlob with a
+//     third descriptor, the runner's end of the checkpoint pipe (the
+//     write end for a checkpoint, the read end for a restore); the
+//     supervisor closes its copies of the runner's ends right after;
+//  2. the Exec line with the call's Seq goes on fd 3;
+//  3. stdout, stderr and the checkpoint pipe are drained (or, for a
+//     restore, fed and then closed) concurrently with reading fd 4,
+//     because the runner blocks on a full pipe;
+//  4. the reply comes on fd 4 after the runner has closed its end of
+//     the checkpoint pipe and pointed fds 1 and 2 at /dev/null, so all
+//     three pipes are at EOF (or, for a restore, fully read) by then.
+func (r *sessionRunner) exchange(ex Exec, bp *blobPipe) runOutput {
+	r.tb.Helper()
 	var out runOutput
-	var pipes [2][2]*os.File
-	for i := range pipes {
+	var pipes [3][2]*os.File
+	n := 2
+	if bp != nil {
+		n = 3
+	}
+	for i := range n {
 		rd, wr, err := os.Pipe()
 		if err != nil {
 			r.tb.Fatal(err)
@@ -106,15 +152,34 @@ func (r *sessionRunner) call(code string) runOutput {
 	var stdout, stderr []byte
 	wg.Go(func() { stdout, _ = io.ReadAll(pipes[0][0]) })
 	wg.Go(func() { stderr, _ = io.ReadAll(pipes[1][0]) })
-	rights := unix.UnixRights(int(pipes[0][1].Fd()), int(pipes[1][1].Fd()))
-	if err := unix.Sendmsg(r.sync, []byte(SessionPipes), rights, nil, 0); err != nil {
+	msg := SessionPipes
+	fds := []int{int(pipes[0][1].Fd()), int(pipes[1][1].Fd())}
+	var theirs *os.File // the runner's end of the checkpoint pipe
+	if bp != nil {
+		msg = SessionBlob
+		if bp.read != nil {
+			theirs = pipes[2][1]
+			wg.Go(func() { *bp.read, _ = io.ReadAll(pipes[2][0]) })
+		} else {
+			theirs = pipes[2][0]
+			// A runner that refuses the call early closes its end: the
+			// write then fails with EPIPE, which is not the test's error.
+			wg.Go(func() { _, _ = pipes[2][1].Write(bp.write); pipes[2][1].Close() })
+		}
+		fds = append(fds, int(theirs.Fd()))
+	}
+	if err := unix.Sendmsg(r.sync, []byte(msg), unix.UnixRights(fds...), nil, 0); err != nil {
 		r.tb.Fatal(err)
 	}
 	pipes[0][1].Close()
 	pipes[1][1].Close()
+	if theirs != nil {
+		theirs.Close()
+	}
 	r.seq++
+	ex.Seq = r.seq
 	start := time.Now()
-	if err := json.NewEncoder(r.ctlW).Encode(Exec{Code: code, Seq: r.seq}); err != nil {
+	if err := json.NewEncoder(r.ctlW).Encode(ex); err != nil {
 		r.tb.Fatal(err)
 	}
 	m := r.read()
@@ -127,10 +192,13 @@ func (r *sessionRunner) call(code string) runOutput {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		r.tb.Fatalf("call %d: the output pipes stayed open after the reply", r.seq)
+		r.tb.Fatalf("call %d: the call's pipes stayed open after the reply", r.seq)
 	}
 	pipes[0][0].Close()
 	pipes[1][0].Close()
+	if bp != nil && bp.read != nil {
+		pipes[2][0].Close()
+	}
 	out.Reply, out.Stdout, out.Stderr = *m.Reply, string(stdout), string(stderr)
 	return out
 }
