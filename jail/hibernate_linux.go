@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,7 +212,7 @@ func (t *sessionTable) checkpointAs(ctx context.Context, s *session, key string,
 	if err := st.Save(s.k.profile, key, cp); err != nil {
 		return err
 	}
-	t.p.j.log.Info("session checkpoint saved", logKeyID, s.inst.id, logKeyProfile, s.k.profile, "bytes", len(blob), "calls", calls)
+	t.p.j.log.Info("session checkpoint saved", logKeyID, s.inst.id, logKeyProfile, s.k.profile, "bytes", len(blob), "calls", calls, "saved", len(rep.Saved), "skipped", fmt.Sprint(rep.Skipped))
 	return nil
 }
 
@@ -295,7 +296,8 @@ func (t *sessionTable) restore(ctx context.Context, s *session, inst *instance, 
 	*state = record.SessionState{
 		Name: s.k.key, State: record.SessionResumed, Calls: cp.Calls + 1,
 		Resumed: &record.Resume{
-			CheckpointAt: cp.Created, Calls: cp.Calls, Restored: rep.Restored, NotRestored: rep.NotRestored,
+			// What the checkpoint could not hold, then what failed to load.
+			CheckpointAt: cp.Created, Calls: cp.Calls, Restored: rep.Restored, NotRestored: append(slices.Clip(cp.Skipped), rep.NotRestored...),
 			Interrupted: interrupted,
 		},
 	}
