@@ -955,7 +955,10 @@ def _setattr(r, obj, name, value):
 
 def _create_type(r, typeobj, *args):
     t = _call(typeobj, args)
-    if isinstance(t, type):
+    # Only type(name, bases, dict) makes a class for certain (type(x) and
+    # another metaclass may return one that exists): such a class is the
+    # restore's own, whose __qualname__ dill's postprocessing may set.
+    if typeobj is type and len(args) == 3 and type(t) is type:
         r.made[id(t)] = t
     return t
 

@@ -241,7 +241,12 @@ func TestCheckpointSkips(t *testing.T) {
 			code := "import math\nimport queue\nok = 1\ngen = (i for i in range(3))\nlk = queue.Queue().mutex\nq = queue.Queue()\n" +
 				"class Bad:\n    def __reduce__(self):\n        raise ValueError('no')\nbad = Bad()\n"
 			want := map[string]string{"gen": "a generator", "lk": "a lock", "q": "cannot be saved (PicklingError: it holds a lock)", "bad": "cannot be saved (ValueError: no)"}
+			check, checkWant := "print(ok, math.floor(2.5), queue.Queue().qsize(), Bad.__name__)", "1 2 0 Bad\n"
 			switch layer {
+			case policy.LayerCalc:
+				// A scope module under another name is saved by its name.
+				code += "alias = np\n"
+				check, checkWant = check+"\nprint(alias.sqrt(4.0))", checkWant+"2.0\n"
 			case policy.LayerWorkspace:
 				code += "fh = open('data.csv')\n"
 				want["fh"] = "an open file"
@@ -272,7 +277,10 @@ func TestCheckpointSkips(t *testing.T) {
 				saved = append(saved, sn.Name)
 			}
 			wantSaved := []string{"math", "queue", "ok", "Bad"}
-			if layer == policy.LayerNone {
+			switch layer {
+			case policy.LayerCalc:
+				wantSaved = append(wantSaved, "alias")
+			case policy.LayerNone:
 				wantSaved = append(wantSaved, "socket")
 			}
 			if !slices.Equal(saved, wantSaved) {
@@ -284,7 +292,7 @@ func TestCheckpointSkips(t *testing.T) {
 			if len(out.Reply.Checkpoint.NotRestored) != 0 {
 				t.Errorf("restore lost %+v", out.Reply.Checkpoint.NotRestored)
 			}
-			if out := b.call("print(ok, math.floor(2.5), queue.Queue().qsize(), Bad.__name__)"); out.Stdout != "1 2 0 Bad\n" {
+			if out := b.call(check); out.Stdout != checkWant {
 				t.Errorf("after restore: stdout %q\n%s", out.Stdout, out)
 			}
 		})
