@@ -59,6 +59,7 @@ import pickle
 import struct
 import sys
 import types
+import warnings
 
 import fence
 
@@ -219,6 +220,14 @@ def save(g, initial, fd):
     why = available()
     if why:
         return {"status": "error", "exit_code": 1, "message": why}
+    # dill warns on stderr of what it cannot locate; the reply's skipped
+    # list says it in the user's terms.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dill.PicklingWarning)
+        return _save(g, initial, fd)
+
+
+def _save(g, initial, fd):
     p = _Saver(g)
     saved, skipped = [], []
     head = header()
@@ -658,18 +667,20 @@ class _Restore:
             self.restored.append(name)
 
     def _forget(self, lo, hi):
-        """Empties the memo indices a failed record defines: a later
-        record that uses them fails too, rather than get an object the
-        failure left half built. Globals stay (a class, a function by
-        name): find_class returned them whole, and a later record that
-        shares one with an unrelated failure still loads."""
-        try:
-            memo = self.unpickler.memo.copy()
-            for k in [k for k, v in memo.items() if lo <= k < hi and self.globals.get(id(v)) is not v]:
-                del memo[k]
-            self.unpickler.memo = memo
-        except BaseException:
-            pass
+        """After a failed record: a new unpickler, because the old one
+        keeps what it had read of the failed record's frame and would read
+        the next record from it; and its memo without the indices the
+        failed record defines, so that a later record that uses them fails
+        too rather than get an object the failure left half built. Globals
+        stay (a class, a function by name): find_class returned them
+        whole, and a later record that shares one with an unrelated
+        failure still loads."""
+        memo = self.unpickler.memo.copy()
+        for k in [k for k, v in memo.items() if lo <= k < hi and self.globals.get(id(v)) is not v]:
+            del memo[k]
+        self.unpickler = self._unpickler()
+        self.unpickler.memo = _memo_of(memo)
+
 
     # The pieces a pickle may name, each the runner's own.
 
@@ -762,6 +773,25 @@ class _Restore:
                 raise _Refused("builtins.%s is not available to user code" % name[:60])
             return b[name]
         return _find(module, name)
+
+
+def _memo_of(memo):
+    """An unpickler memo (UnpicklerMemoProxy) holding exactly memo (index
+    -> object). Python 3.11's Unpickler.memo setter drops a plain dict
+    without a word and copies only another unpickler's memo, so the memo is
+    built by loading a pickle that puts each object at its index."""
+    out = [pickle.PROTO, b"\x05"]
+    for idx in memo:
+        out.append(pickle.BININT + struct.pack("<i", idx) + pickle.BINPERSID + pickle.LONG_BINPUT + struct.pack("<I", idx) + pickle.POP)
+    out.append(pickle.NONE + pickle.STOP)
+
+    class Builder(pickle.Unpickler):
+        def persistent_load(self, idx):
+            return memo[idx]
+
+    b = Builder(io.BytesIO(b"".join(out)))
+    b.load()
+    return b.memo
 
 
 def _plain_find(module, name):
@@ -925,7 +955,10 @@ def _setattr(r, obj, name, value):
 
 def _create_type(r, typeobj, *args):
     t = _call(typeobj, args)
-    if isinstance(t, type):
+    # Only type(name, bases, dict) makes a class for certain (type(x) and
+    # another metaclass may return one that exists): such a class is the
+    # restore's own, whose __qualname__ dill's postprocessing may set.
+    if typeobj is type and len(args) == 3 and type(t) is type:
         r.made[id(t)] = t
     return t
 

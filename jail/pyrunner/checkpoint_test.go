@@ -241,7 +241,12 @@ func TestCheckpointSkips(t *testing.T) {
 			code := "import math\nimport queue\nok = 1\ngen = (i for i in range(3))\nlk = queue.Queue().mutex\nq = queue.Queue()\n" +
 				"class Bad:\n    def __reduce__(self):\n        raise ValueError('no')\nbad = Bad()\n"
 			want := map[string]string{"gen": "a generator", "lk": "a lock", "q": "cannot be saved (PicklingError: it holds a lock)", "bad": "cannot be saved (ValueError: no)"}
+			check, checkWant := "print(ok, math.floor(2.5), queue.Queue().qsize(), Bad.__name__)", "1 2 0 Bad\n"
 			switch layer {
+			case policy.LayerCalc:
+				// A scope module under another name is saved by its name.
+				code += "alias = np\n"
+				check, checkWant = check+"\nprint(alias.sqrt(4.0))", checkWant+"2.0\n"
 			case policy.LayerWorkspace:
 				code += "fh = open('data.csv')\n"
 				want["fh"] = "an open file"
@@ -272,7 +277,10 @@ func TestCheckpointSkips(t *testing.T) {
 				saved = append(saved, sn.Name)
 			}
 			wantSaved := []string{"math", "queue", "ok", "Bad"}
-			if layer == policy.LayerNone {
+			switch layer {
+			case policy.LayerCalc:
+				wantSaved = append(wantSaved, "alias")
+			case policy.LayerNone:
 				wantSaved = append(wantSaved, "socket")
 			}
 			if !slices.Equal(saved, wantSaved) {
@@ -284,7 +292,7 @@ func TestCheckpointSkips(t *testing.T) {
 			if len(out.Reply.Checkpoint.NotRestored) != 0 {
 				t.Errorf("restore lost %+v", out.Reply.Checkpoint.NotRestored)
 			}
-			if out := b.call("print(ok, math.floor(2.5), queue.Queue().qsize(), Bad.__name__)"); out.Stdout != "1 2 0 Bad\n" {
+			if out := b.call(check); out.Stdout != checkWant {
 				t.Errorf("after restore: stdout %q\n%s", out.Stdout, out)
 			}
 		})
@@ -415,6 +423,18 @@ func (p *pk) persid() *pk      { return p.op('Q') } // BINPERSID: the pid is on 
 func (p *pk) put(i byte) *pk   { return p.op('q', i) }
 func (p *pk) get(i byte) *pk   { return p.op('h', i) }
 func (p *pk) done() []byte     { p.b.WriteByte('.'); return p.b.Bytes() }
+
+// framed is the pickle with everything after PROTO in one FRAME, as the
+// runner's pickler writes them: the unpickler reads a frame whole.
+func (p *pk) framed() []byte {
+	b := p.done()
+	var out bytes.Buffer
+	out.Write(b[:2])
+	out.WriteByte(0x95)
+	_ = binary.Write(&out, binary.LittleEndian, uint64(len(b)-2))
+	out.Write(b[2:])
+	return out.Bytes()
+}
 
 // apply lets a helper write part of a pickle in a chain.
 func (p *pk) apply(f func(*pk) *pk) *pk { return f(p) }
@@ -612,6 +632,12 @@ func TestRestoreRejectsBadStreams(t *testing.T) {
 		"malformed header": {[]byte("pyjail-checkpoint two\n"), StatusCorrupt, "malformed", nil},
 		"cut short":        {blob[:cutAt], StatusOK, "ends early", []string{"a", "b"}},
 		"no names":         {empty, StatusOK, "", nil},
+		// A name that fails in the middle of its frame: the unpickler
+		// must not read the next name from what is left of it.
+		"failed mid-frame": {ckStream(head, ckRecord('v', "bad", 0, 1, newPk().op(']').put(0).global("os", "system").str("true").tuple(1).reduce().op('a').framed()),
+			ckRecord('v', "good", 1, 1, newPk().mark().int(7).str("seven").tuple(-1).framed()),
+			// It shares the failed name's list: it fails too.
+			ckRecord('v', "dependent", 1, 1, newPk().get(0).framed())), StatusOK, "", []string{"good"}},
 	} {
 		out := r.restore(tc.blob)
 		if out.Reply.Status != tc.status {
@@ -623,7 +649,8 @@ func TestRestoreRejectsBadStreams(t *testing.T) {
 				t.Errorf("%s: message %q, want it to say %q", name, out.Reply.Message, tc.why)
 			}
 		} else if cp := out.Reply.Checkpoint; cp == nil || !slices.Equal(cp.Restored, tc.restored) ||
-			(tc.why != "" && (len(cp.NotRestored) == 0 || !strings.Contains(cp.NotRestored[len(cp.NotRestored)-1].Reason, tc.why))) {
+			(tc.why != "" && (len(cp.NotRestored) == 0 || !strings.Contains(cp.NotRestored[len(cp.NotRestored)-1].Reason, tc.why))) ||
+			(tc.why == "" && len(cp.NotRestored) > 0 && name != "failed mid-frame") {
 			t.Errorf("%s: want %v restored and %q\n%s", name, tc.restored, tc.why, out)
 		}
 		if out := r.call("6 * 7"); value(out) != "42" {
