@@ -1465,12 +1465,18 @@ func (p *Pool) CloseSession(key string) bool {
 // EndSessions ends every live session of profile ("" for any) whose key
 // starts with prefix, with reason: closed when their owner went away
 // (mcpserver passes "<owner>/"), restored after a restore replaced their
-// workspace. Calls running in them are killed. It reports how many it
+// workspace (which deletes their checkpoints too: they hold the old
+// tree's state). Calls running in them are killed. It reports how many it
 // ended.
 func (p *Pool) EndSessions(profile record.Profile, prefix string, reason record.SessionReason) int {
 	n := p.sessions.endWhere(func(k sessionKey) bool {
 		return (profile == "" || k.profile == profile) && strings.HasPrefix(k.key, prefix)
 	}, reason, false, true)
+	if reason == record.ReasonClosed {
+		// An owner that went away (mcpserver hibernates its idle sessions
+		// first): its checkpoints wait for it to come back.
+		return n
+	}
 	return n + p.sessions.dropCheckpoints(func(pr record.Profile) bool { return profile == "" || pr == profile }, prefix, false, reason)
 }
 
@@ -1480,14 +1486,41 @@ func (p *Pool) EndSessions(profile record.Profile, prefix string, reason record.
 // left to finish. It reports how many it saved.
 func (p *Pool) HibernateSessions(prefix string) int {
 	t := p.sessions
+	n := 0
+	// A session whose call has just answered is still settling (being
+	// frozen): give such ones a moment to hand their turns back.
+	spare := time.Now().Add(sessionCloseSpare)
+	for {
+		idle, busy := t.idleWhere(prefix)
+		n += t.hibernateAll(idle)
+		if busy == 0 || time.Now().After(spare) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// idleWhere takes the turns of the idle sessions with checkpoints whose
+// keys start with prefix, and counts the busy ones.
+func (t *sessionTable) idleWhere(prefix string) (idle []*session, busy int) {
 	t.mu.Lock()
-	var idle []*session
+	defer t.mu.Unlock()
 	for k, s := range t.live {
-		if strings.HasPrefix(k.key, prefix) && s.inst != nil && t.checkpoints(s) && s.tryAcquire() {
+		if !strings.HasPrefix(k.key, prefix) || s.inst == nil || !t.checkpoints(s) {
+			continue
+		}
+		if s.tryAcquire() {
 			idle = append(idle, s)
+		} else {
+			busy++
 		}
 	}
-	t.mu.Unlock()
+	return idle, busy
+}
+
+// hibernateAll hibernates sessions whose turns the caller holds, ending
+// those whose checkpoint fails; it reports how many it saved.
+func (t *sessionTable) hibernateAll(idle []*session) int {
 	n := 0
 	for _, s := range idle {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
