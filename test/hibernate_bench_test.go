@@ -28,6 +28,11 @@ func BenchmarkHibernate(b *testing.B) {
 	cfg := defaultCalcPool(e.cfg)
 	cfg.Sessions.MemoryBudgetBytes = 8 * policy.GiB
 	cfg.Sessions.HibernateAfter = policy.Duration(time.Hour)
+	// Room for a 200 MB array and its pickle beside the interpreter (the
+	// default calc limit is 256 MiB).
+	calc := cfg.Profiles[record.ProfileCalc]
+	calc.Limits.MemoryBytes = policy.GiB
+	cfg.Profiles[record.ProfileCalc] = calc
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
