@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,17 @@ func newHibernatingPool(t *testing.T, dir checkpointDir, maxBlob int64, edit fun
 	p := openPoolFor(t, e, cfg, "", func(c *jail.Config) { c.Checkpoints = st })
 	closeChecksGoroutines(t, p)
 	return p, e
+}
+
+// restart closes p (a graceful shutdown: its idle sessions hibernate)
+// and opens the next pool on the same checkpoints.
+func restart(t *testing.T, p *jail.Pool, dir checkpointDir) *jail.Pool {
+	t.Helper()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := newHibernatingPool(t, dir, 0, nil)
+	return next
 }
 
 // waitHibernated waits until key is listed as hibernated, and returns it.
@@ -154,10 +166,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	p1, _ := newHibernatingPool(t, dir, 0, nil)
 	wantState(t, runIn(t, p1, sessionCall{key: key, code: "x = 41\nimport statistics as st"}), record.SessionNew, "", 1, "")
 	wantState(t, runIn(t, p1, sessionCall{key: key, code: "y = st.mean([1, 2, 3])"}), record.SessionPreserved, "", 2, "")
-	if err := p1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p2, _ := newHibernatingPool(t, dir, 0, nil)
+	p2 := restart(t, p1, dir)
 	res := runIn(t, p2, sessionCall{key: key, code: "x + y"})
 	wantResumed(t, res, 3)
 	wantValue(t, res, "43")
@@ -205,10 +214,7 @@ func TestSessionOwnersApart(t *testing.T) {
 	b := sessionKey(t, "same")
 	p1, _ := newHibernatingPool(t, dir, 0, nil)
 	runIn(t, p1, sessionCall{key: a, code: "secret = 'A'"})
-	if err := p1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p2, _ := newHibernatingPool(t, dir, 0, nil)
+	p2 := restart(t, p1, dir)
 	res := runIn(t, p2, sessionCall{key: b, code: "'secret' in dir()"})
 	wantState(t, res, record.SessionNew, "", 1, "")
 	wantValue(t, res, "False")
@@ -286,14 +292,33 @@ ok = 1`})
 	if setup.Verdict != record.VerdictOK {
 		t.Fatalf("the state's call failed\n%s", describe(setup))
 	}
-	if err := p1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p2, _ := newHibernatingPool(t, dir, 0, nil)
+	p2 := restart(t, p1, dir)
 	res := runIn(t, p2, sessionCall{key: key, code: "(ok, 'e' in dir())"})
 	r := wantResumed(t, res, 2)
 	wantValue(t, res, "(1, False)")
 	if len(r.NotRestored) != 1 || r.NotRestored[0].Name != "e" || !strings.Contains(r.NotRestored[0].Reason, "ValueError") {
 		t.Errorf("not restored %+v, want e with its ValueError", r.NotRestored)
 	}
+}
+
+// TestSessionOneReplicaAtATime: two servers on one data directory (two
+// pools, one checkpoint directory). While the first holds a session live,
+// the second refuses its calls rather than run a second copy; once the
+// first has hibernated it (its shutdown), the second resumes it.
+func TestSessionOneReplicaAtATime(t *testing.T) {
+	dir := checkpointDir(t.TempDir())
+	key := sessionKey(t, "moving")
+	p1, _ := newHibernatingPool(t, dir, 0, nil)
+	p2, _ := newHibernatingPool(t, dir, 0, nil)
+	runIn(t, p1, sessionCall{key: key, code: "where = 'p1'"})
+	_, err := p2.Run(t.Context(), record.Request{Profile: record.ProfileCalc, Code: "where", Timeout: 20 * time.Second, Session: key})
+	if !errors.Is(err, record.ErrSessionElsewhere) || !strings.Contains(err.Error(), "live on another server") {
+		t.Fatalf("a call on the second server while the first holds the session: %v, want ErrSessionElsewhere", err)
+	}
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := runIn(t, p2, sessionCall{key: key, code: "where"})
+	wantResumed(t, res, 2)
+	wantValue(t, res, "'p1'")
 }
