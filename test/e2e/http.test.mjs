@@ -5,6 +5,8 @@
 // sessions, and a restart that keeps every tenant's data.
 
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { describePids, makeEnv, pidsInUidRange, show, sleep, text } from './harness.mjs';
@@ -221,12 +223,19 @@ describe('pyjail serve --http', () => {
   });
 });
 
-test('a restart keeps every tenant\'s workspace and snapshots', async () => {
+test('a restart keeps every tenant\'s workspace, snapshots and sessions', async () => {
   const env = makeEnv();
-  let srv = await startHTTPServer({ tenants: ['alice'], env });
+  let srv = await startHTTPServer({ tenants: ['alice', 'bob'], env });
   const a = await srv.connect('alice');
   assert.notEqual((await a.call('write_workspace_file', { path: 'keep.txt', content: 'kept' })).isError, true);
   const snap = (await a.call('create_state_snapshot', { description: 'before restart' })).structuredContent;
+  // One session name, two tenants: two sessions, each hibernated under its
+  // own tenant's data by the shutdown.
+  const bob0 = await srv.connect('bob');
+  for (const [c, code] of [[a, "x = 'alice'"], [bob0, "y = 'bob'"]]) {
+    const r = await c.call('run_python', { code, session: 'nb' });
+    assert.equal(r.structuredContent.session.state, 'new', show(r));
+  }
   const { dataDir, tokensFile, tokens } = srv;
   await srv.stop({ keepEnv: true });
 
@@ -238,6 +247,16 @@ test('a restart keeps every tenant\'s workspace and snapshots', async () => {
     assert.match(text(read), /kept/, show(read));
     const snaps = (await b.call('list_state_snapshots')).structuredContent.snapshots;
     assert.ok(snaps.some((s) => s.id === snap.id), JSON.stringify(snaps));
+    for (const tenant of ['alice', 'bob']) {
+      assert.ok(fs.existsSync(path.join(dataDir, 'tenants', tenant, 'sessions', 'calc', 'nb', 'manifest.json')), `${tenant}'s checkpoint under its data`);
+    }
+    let r = await b.call('run_python', { code: "x, 'y' in dir()", session: 'nb' });
+    assert.equal(r.structuredContent.session.state, 'resumed', show(r));
+    assert.equal(r.structuredContent.value, "('alice', False)", show(r));
+    const bob = await srv.connect('bob');
+    r = await bob.call('run_python', { code: "y, 'x' in dir()", session: 'nb' });
+    assert.equal(r.structuredContent.session.state, 'resumed', show(r));
+    assert.equal(r.structuredContent.value, "('bob', False)", show(r));
   } finally {
     await srv.stop();
   }
