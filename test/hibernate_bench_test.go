@@ -5,6 +5,8 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +23,13 @@ import (
 // the fence, then the call "1"), medians over the iterations, and the
 // checkpoint's bytes on disk. every-call is the cost a call pays with
 // sessions.checkpoint every_call, beside the same call without.
+// 1000-hibernated makes a thousand sessions holding a small DataFrame each
+// and hibernates them: what they cost after (the supervisor's resident
+// memory against before, the jails' memory, the bytes on disk); about a
+// minute, run it once:
 //
-//	go test -tags seccomp -run '^$' -bench Hibernate -benchtime 20x ./test/
+//	go test -tags seccomp -run '^$' -bench 'Hibernate/[^1]' -benchtime 20x ./test/
+//	go test -tags seccomp -run '^$' -bench 'Hibernate/1000' -benchtime 1x ./test/
 func BenchmarkHibernate(b *testing.B) {
 	e := sharedEnv(b)
 	cfg := defaultCalcPool(e.cfg)
@@ -109,7 +116,56 @@ func BenchmarkHibernate(b *testing.B) {
 		b.ReportMetric(ms(median(plain)), "idle-call-p50-ms")
 		b.ReportMetric(ms(median(every)), "every-call-p50-ms")
 	})
+	b.Run("1000-hibernated", func(b *testing.B) {
+		for b.Loop() {
+			before := residentBytes(b)
+			prefix := sessionKey(b, "") + "many-"
+			for i := range 1000 {
+				key := prefix + strconv.Itoa(i)
+				run(b, key, "df = pd.DataFrame({'v': range(100)})")
+				waitIdle(b, p, key)
+				if n := p.HibernateSessions(key); n != 1 {
+					b.Fatalf("HibernateSessions(%s) = %d", key, n)
+				}
+			}
+			var disk, jails int64
+			listed := p.Sessions(strings.Split(prefix, "/")[0] + "/")
+			for _, in := range listed {
+				if in.Hibernated {
+					disk += in.CheckpointBytes
+				} else {
+					jails += in.MemoryBytes
+				}
+			}
+			if len(listed) != 1000 {
+				b.Fatalf("%d sessions listed, want 1000", len(listed))
+			}
+			b.ReportMetric(float64(disk)/1e6, "disk-MB")
+			b.ReportMetric(float64(jails)/1e6, "live-jail-MB")
+			b.ReportMetric(float64(residentBytes(b)-before)/1e6, "supervisor-rss-delta-MB")
+		}
+	})
 	_ = os.RemoveAll(filepath.Clean(string(dir)))
+}
+
+// residentBytes is this process's resident memory (VmRSS).
+func residentBytes(b *testing.B) int64 {
+	b.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 // waitIdle waits until session key is frozen between calls.
