@@ -28,7 +28,7 @@ import (
 // memory against before, the jails' memory, the bytes on disk); about a
 // minute, run it once:
 //
-//	go test -tags seccomp -run '^$' -bench 'Hibernate/[^1]' -benchtime 20x ./test/
+//	go test -tags seccomp -run '^$' -bench 'Hibernate/(ten|data|numpy|every)' -benchtime 20x ./test/
 //	go test -tags seccomp -run '^$' -bench 'Hibernate/1000' -benchtime 1x ./test/
 func BenchmarkHibernate(b *testing.B) {
 	e := sharedEnv(b)
