@@ -322,3 +322,27 @@ func TestSessionOneReplicaAtATime(t *testing.T) {
 	wantResumed(t, res, 2)
 	wantValue(t, res, "'p1'")
 }
+
+// TestSessionWorkspaceResumes: a workspace session resumes with the
+// workspace as it is now (a file the host wrote while it slept included),
+// and what it read before is back; an open file is not.
+func TestSessionWorkspaceResumes(t *testing.T) {
+	dir := checkpointDir(t.TempDir())
+	ws := escapeWorkspace(t)
+	key := sessionKey(t, "ws")
+	p1, _ := newHibernatingPool(t, dir, 0, nil)
+	c := sessionCall{key: key, profile: record.ProfileWorkspace, workspace: ws}
+	c.code = "rows = open('data.csv').read().splitlines()\nfh = open('data.csv')\nlen(rows)"
+	wantValue(t, runIn(t, p1, c), "3")
+	p2 := restart(t, p1, dir)
+	if err := os.WriteFile(filepath.Join(ws, "later.txt"), []byte("written while it slept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.code = "(len(rows), open('later.txt').read(), 'fh' in dir())"
+	res := runIn(t, p2, c)
+	r := wantResumed(t, res, 2)
+	wantValue(t, res, "(3, 'written while it slept', False)")
+	if len(r.NotRestored) != 1 || r.NotRestored[0].Name != "fh" {
+		t.Errorf("not restored %+v, want the open file fh", r.NotRestored)
+	}
+}
